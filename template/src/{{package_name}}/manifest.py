@@ -8,9 +8,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import DataError
 
 MANIFEST = "manifest.json"
+LABELS = "labels.npy"  # int64 label of every sample, by storage position
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -56,3 +59,12 @@ def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
     if shards is not None and sum(s["num_samples"] for s in shards) != manifest["num_samples"]:
         raise DataError(f"{path}: the shards' sample counts do not add up to num_samples: prepare the data again")
     return manifest
+
+
+def read_labels(root: str | Path) -> np.ndarray:
+    """The label of every sample by storage position, without reading the samples."""
+    path = Path(root) / LABELS
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise DataError(f"cannot read {path} ({err}): prepare the data again") from None
