@@ -1,0 +1,57 @@
+"""Render the template once per combination of answers and share the result across tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from copier import run_copy
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "myexp"
+
+MAP_STYLE_BACKENDS = ["memory", "files", "arrow"]
+MAP_STYLE_SAMPLERS = ["global", "block", "sequential"]
+COMBINATIONS = [(b, s) for b in MAP_STYLE_BACKENDS for s in MAP_STYLE_SAMPLERS] + [("webdataset", "shard_buffer")]
+
+
+def render(destination: Path, run_tasks: bool = False, **answers) -> Path:
+    """copier copy --trust --defaults --vcs-ref HEAD (uncommitted changes included)."""
+    run_copy(
+        str(ROOT),
+        str(destination),
+        data=answers,
+        defaults=True,
+        unsafe=True,
+        vcs_ref="HEAD",
+        skip_tasks=not run_tasks,
+        quiet=True,
+    )
+    return destination
+
+
+@pytest.fixture(scope="session")
+def rendered(tmp_path_factory: pytest.TempPathFactory):
+    """rendered(backend, sampler) -> the project, rendered once per session."""
+    cache: dict[tuple[str, str], Path] = {}
+
+    def get(backend: str, sampler: str) -> Path:
+        if (backend, sampler) not in cache:
+            destination = tmp_path_factory.mktemp(f"{backend}-{sampler}") / "project"
+            cache[backend, sampler] = render(destination, package_name=PACKAGE, loader_backend=backend, sampler=sampler)
+        return cache[backend, sampler]
+
+    return get
+
+
+def run_in(project: Path, *command: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run a command in a rendered project with this interpreter's environment (one shared venv)."""
+    env = dict(os.environ, PYTHONPATH=str(project / "src"), PYTHONUNBUFFERED="1")
+    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_pytest(project: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, timeout=timeout)

@@ -1,0 +1,101 @@
+"""Every valid combination of answers renders a clean project holding only what was chosen."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import COMBINATIONS, PACKAGE, ROOT, render, run_in
+
+JINJA_LEFTOVER = re.compile(r"{{|}}|{%|%}|{#|#}")
+BACKEND_FILES = {
+    "memory": {"memory_backend.py"},
+    "files": {"files_backend.py"},
+    "arrow": {"arrow_backend.py"},
+    "webdataset": {"webdataset_backend.py"},
+}
+MAP_STYLE_ONLY = {"plan.py"}
+
+
+def project_files(project: Path) -> list[Path]:
+    return [p for p in project.rglob("*") if p.is_file() and ".git" not in p.relative_to(project).parts]
+
+
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_no_jinja_syntax_survives_rendering(rendered, backend: str, sampler: str) -> None:
+    project = rendered(backend, sampler)
+    for path in project_files(project):
+        text = path.read_text()
+        match = JINJA_LEFTOVER.search(text)
+        assert not match, f"{path.relative_to(project)} still holds Jinja syntax {match.group()!r} near offset {match.start()}"
+        assert not path.name.endswith(".jinja"), f"{path.relative_to(project)} kept its .jinja suffix"
+
+
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_only_the_chosen_backend_and_sampler_are_rendered(rendered, backend: str, sampler: str) -> None:
+    project = rendered(backend, sampler)
+    package_files = {p.name for p in (project / "src" / PACKAGE).iterdir()}
+    for other, files in BACKEND_FILES.items():
+        if other == backend:
+            assert files <= package_files, f"{backend}: its backend files {files - package_files} are missing"
+        else:
+            assert not files & package_files, f"{backend}: files of the {other} backend were rendered: {files & package_files}"
+    assert "sampling.py" in package_files, f"{backend}/{sampler}: sampling.py is missing"
+    sampler_doc = (project / "src" / PACKAGE / "sampling.py").read_text().split("\n", 1)[0]
+    assert f"`{sampler}`" in sampler_doc, f"sampling.py is not the {sampler} sampler: {sampler_doc}"
+    if backend == "webdataset":
+        assert not MAP_STYLE_ONLY & package_files, f"map-style files rendered for webdataset: {MAP_STYLE_ONLY & package_files}"
+    else:
+        assert MAP_STYLE_ONLY <= package_files, f"{backend}: map-style files missing"
+    test_names = " ".join(p.name for p in (project / "tests").iterdir())
+    assert ("memory" in test_names) == (backend == "memory"), f"{backend}: memory tests rendered or missing: {test_names}"
+
+
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_answers_file_and_executable_launch_script(rendered, backend: str, sampler: str) -> None:
+    project = rendered(backend, sampler)
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert answers["loader_backend"] == backend and answers["sampler"] == sampler, f"answers file: {answers}"
+    assert os.access(project / "train.sh", os.X_OK), "train.sh lost its executable bit"
+
+
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_rendered_code_passes_the_projects_own_linters(rendered, backend: str, sampler: str) -> None:
+    project = rendered(backend, sampler)
+    for command in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "--diff", "."]):
+        result = run_in(project, sys.executable, "-m", "ruff", *command)
+        assert result.returncode == 0, f"ruff {command[0]} fails on the rendered {backend}/{sampler} project:\n{result.stdout[-3000:]}"
+
+
+def test_defaults_render_the_arrow_backend_with_the_global_sampler(tmp_path: Path) -> None:
+    project = render(tmp_path / "project")
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert (answers["loader_backend"], answers["sampler"]) == ("arrow", "global"), answers
+    assert answers["package_name"] == "ddp_experiment", f"package name derived from the project name: {answers['package_name']}"
+    assert (project / "src" / "ddp_experiment" / "arrow_backend.py").is_file()
+
+
+def test_webdataset_defaults_to_the_shard_buffer_sampler(tmp_path: Path) -> None:
+    project = render(tmp_path / "project", loader_backend="webdataset")
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert answers["sampler"] == "shard_buffer", f"webdataset got sampler {answers['sampler']}"
+
+
+def test_copy_task_makes_a_git_repository_with_one_clean_commit(tmp_path: Path) -> None:
+    project = render(tmp_path / "project", run_tasks=True, package_name=PACKAGE)
+    log = subprocess.run(["git", "log", "--oneline"], cwd=project, capture_output=True, text=True, check=True)
+    assert len(log.stdout.splitlines()) == 1, f"expected one commit, got:\n{log.stdout}"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True, check=True)
+    assert status.stdout == "", f"the first commit left files out:\n{status.stdout}"
+
+
+def test_template_files_outside_the_project_are_not_rendered(rendered) -> None:
+    project = rendered("arrow", "global")
+    for name in ("copier.yml", "hooks", "noxfile.py.jinja"):
+        assert not (project / name).exists(), f"{name} leaked into the rendered project"
+    assert (ROOT / "template").is_dir()
