@@ -52,7 +52,7 @@ def test(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """Generate a project with the defaults and train it on the embedded synthetic data (2 CPU processes)."""
     install(session, "copier>=9")
-    project = Path(session.create_tmp()) / "demo-project"
+    project = Path(session.create_tmp()).resolve() / "demo-project"
     shutil.rmtree(project, ignore_errors=True)
     session.run("copier", "copy", "--trust", "--defaults", "--vcs-ref", "HEAD", str(ROOT), str(project))
     install(session, "-e", str(project))
