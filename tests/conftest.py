@@ -55,3 +55,20 @@ def run_in(project: Path, *command: str, timeout: float = 900) -> subprocess.Com
 
 def run_pytest(project: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, timeout=timeout)
+
+
+KILLED: list[tuple[str, str, str, str]] = []  # (backend, sampler, mutant, killing test)
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Collect what test_mutants_are_killed recorded (user properties also cross pytest-xdist)."""
+    if report.when == "call" and report.passed:
+        KILLED.extend(value for name, value in report.user_properties if name == "killed")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """After the run: which mutant each combination's generated tests killed, and with which test."""
+    if KILLED:
+        terminalreporter.section("mutants killed by the generated tests")
+        for backend, sampler, mutant, test in sorted(KILLED):
+            terminalreporter.write_line(f"{backend:>10} {sampler:<12} {mutant:<22} killed by {test}")

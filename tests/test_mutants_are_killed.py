@@ -1,0 +1,54 @@
+"""Each known pipeline mistake, applied to a freshly rendered project, fails its own tests.
+
+A green run proves nothing unless the tests bite: here every mutant of mutants.py is
+applied to a copy of each rendered project whose backend and sampler it fits, and the
+project's generated tests must fail with a message naming the broken property. The
+summary at the end of the run (conftest.py) lists which mutants each combination's tests killed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import COMBINATIONS, PACKAGE, run_pytest
+from mutants import MUTANTS, Mutant
+
+CASES = [
+    pytest.param(backend, sampler, mutant, id=f"{backend}-{sampler}-{mutant.id}")
+    for backend, sampler in COMBINATIONS
+    for mutant in MUTANTS
+    if mutant.applies(backend, sampler)
+]
+
+
+def mutate(project: Path, mutant: Mutant) -> None:
+    path = project / "src" / PACKAGE / mutant.file
+    source = path.read_text()
+    assert source.count(mutant.old) >= 1, (
+        f"mutant {mutant.id} no longer applies: {mutant.file} lacks its code; update tests/mutants.py with the new code"
+    )
+    path.write_text(source.replace(mutant.old, mutant.new))
+
+
+@pytest.mark.parametrize(("backend", "sampler", "mutant"), CASES)
+def test_mutant_is_killed_by_the_generated_tests(
+    rendered, tmp_path: Path, record_property, backend: str, sampler: str, mutant: Mutant
+) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(rendered(backend, sampler), project)
+    mutate(project, mutant)
+    # Stop at the first failure; tests that launch processes (marked `processes`) are left
+    # out, except the one test file that alone can see a mistake of that kind.
+    args = ["-x", "--tb=short", *([mutant.only_test] if mutant.only_test else ["-m", "not processes"])]
+    result = run_pytest(project, *args, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, f"mutant {mutant.id} ({mutant.mistake}) SURVIVED on {backend}/{sampler}:\n{output[-3000:]}"
+    assert re.search(mutant.killed_with, output), (
+        f"mutant {mutant.id} failed the tests, but no message names the broken property ({mutant.killed_with!r}):\n"
+        f"{output[-3000:]}"
+    )
+    failed = re.search(r"FAILED (\S+)", output)
+    record_property("killed", (backend, sampler, mutant.id, failed.group(1) if failed else "?"))
