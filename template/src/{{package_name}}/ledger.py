@@ -22,7 +22,13 @@ class LedgerWriter:
         self.rank = rank
 
     def write(self, epoch: int, step: int, keys: list[str], labels: list[int]) -> None:
-        record = {"epoch": epoch, "step": step, "rank": self.rank, "keys": list(keys), "labels": [int(y) for y in labels]}
+        record = {
+            "epoch": epoch,
+            "step": step,
+            "rank": self.rank,
+            "keys": list(keys),
+            "labels": [int(y) for y in labels],
+        }
         self.file.write(json.dumps(record) + "\n")
 
     def flush(self) -> None:
@@ -58,5 +64,5 @@ def read_labels(directory: str | Path) -> dict[str, int]:
     for path in Path(directory).glob("rank*.jsonl"):
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            labels.update(zip(record["keys"], record["labels"]))
+            labels.update(zip(record["keys"], record["labels"], strict=True))
     return labels

@@ -45,7 +45,9 @@ def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
     """Read and sanity-check DIR/manifest.json; raise DataError with the fix on any problem."""
     path = Path(root) / MANIFEST
     if not path.is_file():
-        raise DataError(f"{path} not found: prepare the data first, e.g. `python -m {__package__}.prep synthetic --out {root}`")
+        raise DataError(
+            f"{path} not found: prepare the data first, e.g. `python -m {__package__}.prep synthetic --out {root}`"
+        )
     try:
         manifest = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:

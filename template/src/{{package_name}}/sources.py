@@ -102,11 +102,15 @@ def table(path: Path, label_column: str) -> Samples:
         else:
             raise DataError(f"{path}: unknown table type {path.suffix!r}: use .parquet, .jsonl or .csv")
     except pa.ArrowException as err:
-        raise DataError(f"cannot parse {path} ({str(err).splitlines()[0]}): check that it is a valid {path.suffix[1:]} file") from err
+        raise DataError(
+            f"cannot parse {path} ({str(err).splitlines()[0]}): check that it is a valid {path.suffix[1:]} file"
+        ) from err
     if tbl.num_rows == 0:
         raise DataError(f"{path} has no rows: point prep at a non-empty table")
     if label_column not in tbl.column_names:
-        raise DataError(f"{path} has no column {label_column!r} (columns: {', '.join(tbl.column_names)}): pass --label-column")
+        raise DataError(
+            f"{path} has no column {label_column!r} (columns: {', '.join(tbl.column_names)}): pass --label-column"
+        )
     feature_columns = [
         name
         for name in tbl.column_names
@@ -116,7 +120,9 @@ def table(path: Path, label_column: str) -> Samples:
         raise DataError(f"{path} has no numeric feature column besides {label_column!r}: add one, or featurize first")
     label_values = tbl[label_column]
     if label_values.null_count:
-        raise DataError(f"{path}: column {label_column!r} has {label_values.null_count} empty values: fill or drop those rows")
+        raise DataError(
+            f"{path}: column {label_column!r} has {label_values.null_count} empty values: fill or drop those rows"
+        )
     classes = sorted({str(v) for v in label_values.to_pylist()})
     class_index = {name: i for i, name in enumerate(classes)}
     labels = np.array([class_index[str(v)] for v in label_values.to_pylist()], dtype=np.int64)
