@@ -1,8 +1,10 @@
 """The mistakes people really make in DDP data pipelines, as small source edits.
 
-Each mutant names the file of a rendered project, the exact code it replaces, what the
+Each mutant names the file of a rendered project, the exact code it replaces and what the
 broken code says instead, and words that the generated tests' failure message must
-contain: the test that kills it has to name the broken property, not just crash.
+contain: the test that kills it has to name the broken property, not just crash. A
+mutant whose code is no longer in the project fails loudly, so a refactor cannot quietly
+turn the suite into one that tests nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MAP_STYLE = ("memory", "files", "arrow")
+SAMPLERS = ("global", "block", "sequential")
 SHUFFLING = ("global", "block")
+WEBDATASET = ("webdataset",)
+SHARD_BUFFER = ("shard_buffer",)
+
+DUPLICATES = r"delivered more than once"
+ORDER_REPEATS = r"did not change between epochs|does the seed change with the epoch"
 
 
 @dataclass(frozen=True)
@@ -18,11 +26,10 @@ class Mutant:
     id: str
     mistake: str
     file: str  # relative to src/<package>/
-    old: str
-    new: str
+    edits: tuple[tuple[str, str], ...]  # (exact code, what the broken code says instead)
     killed_with: str  # regex the failing tests' output must match
     backends: tuple[str, ...] = MAP_STYLE
-    samplers: tuple[str, ...] = ("global", "block", "sequential")
+    samplers: tuple[str, ...] = SAMPLERS
     only_test: str = ""  # a test file that launches processes and alone sees this mistake
 
     def applies(self, backend: str, sampler: str) -> bool:
@@ -30,76 +37,201 @@ class Mutant:
 
 
 MUTANTS = [
+    # 1. The epoch is not passed to the sampler: the forgotten set_epoch.
     Mutant(
         "epoch-not-passed",
         "the epoch is not passed to the sampler (same order every epoch)",
         "loader.py",
-        "self.seed, epoch, len(self.dataset)",
-        "self.seed, 0, len(self.dataset)",
-        # sequential promises no shuffle, so there it is the left-out set that must move
-        r"did not change between epochs|the same \d+ samples were left out in both epochs",
+        (("            self.seed,\n            epoch,\n", "            self.seed,\n            0,\n"),),
+        # sequential promises no shuffle: there it is the left-out set that must move
+        ORDER_REPEATS + r"|the same \d+ samples were left out in both epochs",
     ),
+    Mutant(
+        "epoch-not-passed",
+        "the epoch is not passed to the workers' stream (same shards, same order every epoch)",
+        "loader.py",
+        (("self.loader.worker_batches(self.epoch, worker, skip)", "self.loader.worker_batches(0, worker, skip)"),),
+        ORDER_REPEATS + r"|the same \d+ samples were left out in both epochs",
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    # 2. No split by rank.
     Mutant(
         "no-rank-split",
         "no split by rank: every rank reads rank 0's share",
         "plan.py",
-        "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[rank, start_step:]",
-        "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[0, start_step:]",
-        r"delivered more than once",
+        (
+            (
+                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[rank, start_step:]",
+                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[0, start_step:]",
+            ),
+        ),
+        DUPLICATES,
     ),
+    Mutant(
+        "no-rank-split",
+        "no split by rank: the workers of every rank read the segments of rank 0",
+        "sampling.py",
+        (("segment = rank * workers_per_rank(num_workers) + worker", "segment = worker"),),
+        DUPLICATES,
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    # 3. A different seed on each rank.
     Mutant(
         "seed-per-rank",
         "a different seed on each rank: per-rank permutations overlap",
         "loader.py",
-        "self.seed, epoch, len(self.dataset)",
-        "self.seed + self.rank, epoch, len(self.dataset)",
-        r"delivered more than once",
+        (("            self.seed,\n            epoch,\n", "            self.seed + self.rank,\n            epoch,\n"),),
+        DUPLICATES,
         samplers=SHUFFLING,
     ),
+    Mutant(
+        "seed-per-rank",
+        "a different seed on each rank: each rank cuts its segments from its own shard order",
+        "loader.py",
+        (("self.seed, epoch, sizes, self.world_size", "self.seed + self.rank, epoch, sizes, self.world_size"),),
+        DUPLICATES,
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    # 4. Padding by repeating samples.
     Mutant(
         "padding-duplicates",
         "pad the last global batch by repeating samples, as DistributedSampler does by default",
         "plan.py",
-        "    return order[: steps * global_batch].reshape(",
-        "    steps = -(-num_samples // global_batch)\n"
-        "    order = np.concatenate([order, order[: steps * global_batch - num_samples]])\n"
-        "    return order[: steps * global_batch].reshape(",
-        r"delivered more than once",
+        (
+            (
+                "    return order[: steps * global_batch].reshape(",
+                "    steps = -(-num_samples // global_batch)\n"
+                "    order = np.concatenate([order, order[: steps * global_batch - num_samples]])\n"
+                "    return order[: steps * global_batch].reshape(",
+            ),
+        ),
+        DUPLICATES,
     ),
+    Mutant(
+        "padding-duplicates",
+        "even out ranks by drawing shards with replacement, as webdataset's resampled=True does",
+        "sampling.py",
+        (
+            (
+                "order = np.random.default_rng([seed, epoch]).permutation(len(sizes))",
+                "order = np.random.default_rng([seed, epoch]).integers(len(sizes), size=len(sizes))",
+            ),
+        ),
+        DUPLICATES,
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    # 5. Shuffle turned off, or a shuffle buffer of 1.
     Mutant(
         "shuffle-off",
         "shuffle turned off: storage (label-sorted) order",
         "sampling.py",
-        "def epoch_order(seed: int, epoch: int, num_samples: int, global_batch: int) -> np.ndarray:\n",
-        "def epoch_order(seed: int, epoch: int, num_samples: int, global_batch: int) -> np.ndarray:\n"
-        "    return np.arange(num_samples)\n",
-        r"is the data shuffled|did not change between epochs",
+        (
+            (
+                "def epoch_order(seed: int, epoch: int, num_samples: int, global_batch: int) -> np.ndarray:\n",
+                "def epoch_order(seed: int, epoch: int, num_samples: int, global_batch: int) -> np.ndarray:\n"
+                "    return np.arange(num_samples)\n",
+            ),
+        ),
+        r"is the data shuffled|" + ORDER_REPEATS,
         samplers=SHUFFLING,
     ),
+    Mutant(
+        "buffer-of-one",
+        "a shuffle buffer of 1: each worker delivers its shards in storage order",
+        "sampling.py",
+        (("wds.shuffle(shuffle_buffer, initial=shuffle_buffer, rng=rng)", "wds.shuffle(1, initial=1, rng=rng)"),),
+        r"shuffle|label mix|storage order|buffer",
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    # 6. A seed that does not change with the epoch.
     Mutant(
         "seed-ignores-epoch",
         "a seed that does not change with the epoch",
         "sampling.py",
-        "np.random.default_rng([seed, epoch])",
-        "np.random.default_rng(seed)",
-        r"did not change between epochs|does the seed change with the epoch",
+        (("np.random.default_rng([seed, epoch])", "np.random.default_rng(seed)"),),
+        ORDER_REPEATS,
         samplers=SHUFFLING,
     ),
+    Mutant(
+        "seed-ignores-epoch",
+        "a seed fixed when the dataset is built: shard order and buffers repeat every epoch",
+        "sampling.py",
+        (
+            ("np.random.default_rng([seed, epoch]).permutation", "np.random.default_rng([seed]).permutation"),
+            ("SeedSequence([seed, epoch, rank, worker])", "SeedSequence([seed, rank, worker])"),
+        ),
+        ORDER_REPEATS + r"|same shards",
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    # 7. Workers of a rank with one shuffle seed, or no split by worker.
+    Mutant(
+        "workers-share-a-seed",
+        "all DataLoader workers of a rank shuffle their buffers with the same seed",
+        "sampling.py",
+        (("SeedSequence([seed, epoch, rank, worker])", "SeedSequence([seed, epoch, rank])"),),
+        r"seed",
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    Mutant(
+        "no-worker-split",
+        "no split by worker: every worker of a rank reads the rank's first segment",
+        "sampling.py",
+        (("segment = rank * workers_per_rank(num_workers) + worker", "segment = rank * workers_per_rank(num_workers)"),),
+        DUPLICATES,
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    # 8. Ranks with different step counts.
     Mutant(
         "uneven-steps",
         "ranks with different step counts in an epoch (rank 0 skips the last step)",
         "plan.py",
-        "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[rank, start_step:]",
-        "plan = epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[rank, start_step:]\n"
-        "    return plan[:-1] if rank == 0 else plan",
+        (
+            (
+                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[rank, start_step:]",
+                "plan = epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[rank, start_step:]\n"
+                "    return plan[:-1] if rank == 0 else plan",
+            ),
+        ),
         r"different numbers of steps|would run .* steps and DDP would hang",
     ),
+    Mutant(
+        "uneven-steps",
+        "ranks with different step counts: rank 0's workers stop one batch early (a with_epoch miscount)",
+        "loader.py",
+        (("        for batch in batches:\n            yield decode_batch(", "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield decode_batch("),),
+        r"different numbers of steps|DDP would hang",
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    # 9. Shards dealt to ranks before they are shuffled.
+    Mutant(
+        "static-shard-assignment",
+        "shards dealt to ranks and workers in storage order, never reshuffled (static assignment)",
+        "sampling.py",
+        (("order = np.random.default_rng([seed, epoch]).permutation(len(sizes))", "order = np.arange(len(sizes))"),),
+        r"same shards|shards each rank|shard-to-rank|keeps its shards",
+        backends=WEBDATASET,
+        samplers=SHARD_BUFFER,
+    ),
+    # 10. The memory backend loading the whole data set in every rank.
     Mutant(
         "memory-copy-per-rank",
         "the memory backend loads the whole data set into every rank",
         "memory_backend.py",
-        'self.features = self.shared["features"].array\n        self.labels',
-        'self.features = np.array(self.shared["features"].array)\n        self.labels',
+        (
+            (
+                'self.features = self.shared["features"].array\n        self.labels',
+                'self.features = np.array(self.shared["features"].array)\n        self.labels',
+            ),
+        ),
         r"each rank holds its own copy",
         backends=("memory",),
         only_test="tests/test_memory_once_per_node.py",

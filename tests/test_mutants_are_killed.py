@@ -27,10 +27,25 @@ CASES = [
 def mutate(project: Path, mutant: Mutant) -> None:
     path = project / "src" / PACKAGE / mutant.file
     source = path.read_text()
-    assert source.count(mutant.old) >= 1, (
-        f"mutant {mutant.id} no longer applies: {mutant.file} lacks its code; update tests/mutants.py with the new code"
-    )
-    path.write_text(source.replace(mutant.old, mutant.new))
+    for old, new in mutant.edits:
+        assert old in source, (
+            f"mutant {mutant.id} no longer applies: {mutant.file} lacks {old!r}; update tests/mutants.py to the new code"
+        )
+        source = source.replace(old, new)
+    path.write_text(source)
+
+
+def spec_first(project: Path) -> list[str]:
+    """The project's test files, the pure specifications first (plan, then shuffle quality,
+    then the loader), the audit's report tests last: pytest runs files in the order given,
+    so the first failure is the one that names the broken property most directly."""
+    priority = ("plan", "shuffle", "loader")
+
+    def rank(path: Path) -> tuple[int, str]:
+        found = [i for i, word in enumerate(priority) if word in path.name]
+        return (found[0] if found else len(priority) + (path.name == "test_audit.py"), path.name)
+
+    return [str(p.relative_to(project)) for p in sorted((project / "tests").glob("test_*.py"), key=rank)]
 
 
 @pytest.mark.parametrize(("backend", "sampler", "mutant"), CASES)
@@ -42,7 +57,7 @@ def test_mutant_is_killed_by_the_generated_tests(
     mutate(project, mutant)
     # Stop at the first failure; tests that launch processes (marked `processes`) are left
     # out, except the one test file that alone can see a mistake of that kind.
-    args = ["-x", "--tb=short", *([mutant.only_test] if mutant.only_test else ["-m", "not processes"])]
+    args = ["-x", "--tb=short", *([mutant.only_test] if mutant.only_test else ["-m", "not processes", *spec_first(project)])]
     result = run_pytest(project, *args, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 1, f"mutant {mutant.id} ({mutant.mistake}) SURVIVED on {backend}/{sampler}:\n{output[-3000:]}"
