@@ -28,6 +28,7 @@ DEPS = [
     "webdataset>=1.0,<2",
     "matplotlib",
     "pytest",
+    "pytest-xdist",
     "copier>=9",
     "ruff",
 ]
@@ -45,7 +46,8 @@ def install(session: nox.Session, *packages: str) -> None:
 def test(session: nox.Session) -> None:
     """Render every combination and run its generated test suite, plus the template's own tests."""
     install(session, *DEPS)
-    session.run("pytest", "tests", *session.posargs)
+    # One worker per core: most of the time goes to rendered projects' own pytest runs.
+    session.run("pytest", "-n", "auto", "tests", *session.posargs)
 
 
 @nox.session
