@@ -2,6 +2,7 @@
 
     nox -s demo   render a project with the defaults, prepare its synthetic data, run train.sh
     nox -s test   render every (loader_backend, sampler) and run each project's own tests
+    nox -s lint   ruff (through pre-commit) on this repository's own code
 
 All rendered projects share this session's virtual environment. torch is pinned by
 .ci/constraints.txt (override with PIP_CONSTRAINT) so that CI gets the CPU build.
@@ -61,5 +62,14 @@ def demo(session: nox.Session) -> None:
     session.chdir(project)
     package = next(p.name for p in (project / "src").iterdir() if p.is_dir())
     session.run("python", "-m", f"{package}.prep", "synthetic", "--out", "data")
-    session.run("./train.sh", "--data", "data", "--epochs", "3", "--ledger", "ledger", external=True, env={"NPROC": "2"})
+    session.run(
+        "./train.sh", "--data", "data", "--epochs", "3", "--ledger", "ledger", external=True, env={"NPROC": "2"}
+    )
     session.log(f"project in {project}; ledger in {project / 'ledger'}")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff on this repository's code; each rendered project is linted by tests/test_rendering.py."""
+    session.install("pre-commit", "ruff")
+    session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure")

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 MAP_STYLE = ("memory", "files", "arrow")
 SAMPLERS = ("global", "block", "sequential")
 SHUFFLING = ("global", "block")
-WEBDATASET = ("webdataset",)
-SHARD_BUFFER = ("shard_buffer",)
+WEBDATASET_ONLY = {"backends": ("webdataset",), "samplers": ("shard_buffer",)}
 
 DUPLICATES = r"delivered more than once"
 ORDER_REPEATS = r"did not change between epochs|does the seed change with the epoch"
@@ -52,8 +51,7 @@ MUTANTS = [
         "loader.py",
         (("self.loader.worker_batches(self.epoch, worker, skip)", "self.loader.worker_batches(0, worker, skip)"),),
         ORDER_REPEATS + r"|the same \d+ samples were left out in both epochs",
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     # 2. No split by rank.
     Mutant(
@@ -74,8 +72,7 @@ MUTANTS = [
         "sampling.py",
         (("segment = rank * workers_per_rank(num_workers) + worker", "segment = worker"),),
         DUPLICATES,
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     # 3. A different seed on each rank.
     Mutant(
@@ -92,8 +89,7 @@ MUTANTS = [
         "loader.py",
         (("self.seed, epoch, sizes, self.world_size", "self.seed + self.rank, epoch, sizes, self.world_size"),),
         DUPLICATES,
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     # 4. Padding by repeating samples.
     Mutant(
@@ -121,8 +117,7 @@ MUTANTS = [
             ),
         ),
         DUPLICATES,
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     # 5. Shuffle turned off, or a shuffle buffer of 1.
     Mutant(
@@ -145,8 +140,7 @@ MUTANTS = [
         "sampling.py",
         (("wds.shuffle(shuffle_buffer, initial=shuffle_buffer, rng=rng)", "wds.shuffle(1, initial=1, rng=rng)"),),
         r"shuffle|label mix|storage order|buffer",
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     # 6. A seed that does not change with the epoch.
     Mutant(
@@ -166,8 +160,7 @@ MUTANTS = [
             ("SeedSequence([seed, epoch, rank, worker])", "SeedSequence([seed, rank, worker])"),
         ),
         ORDER_REPEATS + r"|same shards",
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     # 7. Workers of a rank with one shuffle seed, or no split by worker.
     Mutant(
@@ -176,17 +169,20 @@ MUTANTS = [
         "sampling.py",
         (("SeedSequence([seed, epoch, rank, worker])", "SeedSequence([seed, epoch, rank])"),),
         r"seed",
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     Mutant(
         "no-worker-split",
         "no split by worker: every worker of a rank reads the rank's first segment",
         "sampling.py",
-        (("segment = rank * workers_per_rank(num_workers) + worker", "segment = rank * workers_per_rank(num_workers)"),),
+        (
+            (
+                "segment = rank * workers_per_rank(num_workers) + worker",
+                "segment = rank * workers_per_rank(num_workers)",
+            ),
+        ),
         DUPLICATES,
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     # 8. Ranks with different step counts.
     Mutant(
@@ -206,10 +202,14 @@ MUTANTS = [
         "uneven-steps",
         "ranks with different step counts: rank 0's workers stop one batch early (a with_epoch miscount)",
         "loader.py",
-        (("        for batch in batches:\n            yield decode_batch(", "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield decode_batch("),),
+        (
+            (
+                "        for batch in batches:\n            yield decode_batch(",
+                "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield decode_batch(",
+            ),
+        ),
         r"different numbers of steps|DDP would hang|ran \d+ steps .* promised \d+",
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     # 9. Shards dealt to ranks before they are shuffled.
     Mutant(
@@ -218,8 +218,7 @@ MUTANTS = [
         "sampling.py",
         (("order = np.random.default_rng([seed, epoch]).permutation(len(sizes))", "order = np.arange(len(sizes))"),),
         r"same shards|shards each rank|shard-to-rank|keeps its shards",
-        backends=WEBDATASET,
-        samplers=SHARD_BUFFER,
+        **WEBDATASET_ONLY,
     ),
     # 10. The memory backend loading the whole data set in every rank.
     Mutant(

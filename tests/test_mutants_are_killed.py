@@ -57,10 +57,16 @@ def test_mutant_is_killed_by_the_generated_tests(
     mutate(project, mutant)
     # Stop at the first failure; tests that launch processes (marked `processes`) are left
     # out, except the one test file that alone can see a mistake of that kind.
-    args = ["-x", "--tb=short", *([mutant.only_test] if mutant.only_test else ["-m", "not processes", *spec_first(project)])]
+    args = [
+        "-x",
+        "--tb=short",
+        *([mutant.only_test] if mutant.only_test else ["-m", "not processes", *spec_first(project)]),
+    ]
     result = run_pytest(project, *args, timeout=600)
     output = result.stdout + result.stderr
-    assert result.returncode == 1, f"mutant {mutant.id} ({mutant.mistake}) SURVIVED on {backend}/{sampler}:\n{output[-3000:]}"
+    assert result.returncode == 1, (
+        f"mutant {mutant.id} ({mutant.mistake}) SURVIVED on {backend}/{sampler}:\n{output[-3000:]}"
+    )
     assert re.search(mutant.killed_with, output), (
         f"mutant {mutant.id} failed the tests, but no message names the broken property ({mutant.killed_with!r}):\n"
         f"{output[-3000:]}"

@@ -32,7 +32,9 @@ def test_no_jinja_syntax_survives_rendering(rendered, backend: str, sampler: str
     for path in project_files(project):
         text = path.read_text()
         match = JINJA_LEFTOVER.search(text)
-        assert not match, f"{path.relative_to(project)} still holds Jinja syntax {match.group()!r} near offset {match.start()}"
+        assert not match, (
+            f"{path.relative_to(project)} still holds Jinja syntax {match.group()!r} near offset {match.start()}"
+        )
         assert not path.name.endswith(".jinja"), f"{path.relative_to(project)} kept its .jinja suffix"
 
 
@@ -44,16 +46,22 @@ def test_only_the_chosen_backend_and_sampler_are_rendered(rendered, backend: str
         if other == backend:
             assert files <= package_files, f"{backend}: its backend files {files - package_files} are missing"
         else:
-            assert not files & package_files, f"{backend}: files of the {other} backend were rendered: {files & package_files}"
+            assert not files & package_files, (
+                f"{backend}: files of the {other} backend were rendered: {files & package_files}"
+            )
     assert "sampling.py" in package_files, f"{backend}/{sampler}: sampling.py is missing"
     sampler_doc = (project / "src" / PACKAGE / "sampling.py").read_text().split("\n", 1)[0]
     assert f"`{sampler}`" in sampler_doc, f"sampling.py is not the {sampler} sampler: {sampler_doc}"
     if backend == "webdataset":
-        assert not MAP_STYLE_ONLY & package_files, f"map-style files rendered for webdataset: {MAP_STYLE_ONLY & package_files}"
+        assert not MAP_STYLE_ONLY & package_files, (
+            f"map-style files rendered for webdataset: {MAP_STYLE_ONLY & package_files}"
+        )
     else:
         assert MAP_STYLE_ONLY <= package_files, f"{backend}: map-style files missing"
     test_names = " ".join(p.name for p in (project / "tests").iterdir())
-    assert ("memory" in test_names) == (backend == "memory"), f"{backend}: memory tests rendered or missing: {test_names}"
+    assert ("memory" in test_names) == (backend == "memory"), (
+        f"{backend}: memory tests rendered or missing: {test_names}"
+    )
 
 
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
@@ -69,14 +77,18 @@ def test_rendered_code_passes_the_projects_own_linters(rendered, backend: str, s
     project = rendered(backend, sampler)
     for command in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "--diff", "."]):
         result = run_in(project, sys.executable, "-m", "ruff", *command)
-        assert result.returncode == 0, f"ruff {command[0]} fails on the rendered {backend}/{sampler} project:\n{result.stdout[-3000:]}"
+        assert result.returncode == 0, (
+            f"ruff {command[0]} fails on the rendered {backend}/{sampler} project:\n{result.stdout[-3000:]}"
+        )
 
 
 def test_defaults_render_the_arrow_backend_with_the_global_sampler(tmp_path: Path) -> None:
     project = render(tmp_path / "project")
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
     assert (answers["loader_backend"], answers["sampler"]) == ("arrow", "global"), answers
-    assert answers["package_name"] == "ddp_experiment", f"package name derived from the project name: {answers['package_name']}"
+    assert answers["package_name"] == "ddp_experiment", (
+        f"package name derived from the project name: {answers['package_name']}"
+    )
     assert (project / "src" / "ddp_experiment" / "arrow_backend.py").is_file()
 
 
