@@ -52,14 +52,20 @@ def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
         manifest = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise DataError(f"{path} is not readable JSON ({err}): prepare the data again") from err
+    return checked_manifest(manifest, path, expected_format)
+
+
+def checked_manifest(manifest: dict[str, Any], where: str | Path, expected_format: str) -> dict[str, Any]:
+    """`manifest` (read from `where`, a file or URL) if it is of this project's format and its
+    shards add up; DataError with the fix otherwise."""
     if manifest.get("format") != expected_format:
         raise DataError(
-            f"{path} describes format {manifest.get('format')!r}, but this project reads {expected_format!r}: "
+            f"{where} describes format {manifest.get('format')!r}, but this project reads {expected_format!r}: "
             f"prepare the data with this project's `python -m {__package__}.prep`"
         )
     shards = manifest.get("shards")
     if shards is not None and sum(s["num_samples"] for s in shards) != manifest["num_samples"]:
-        raise DataError(f"{path}: the shards' sample counts do not add up to num_samples: prepare the data again")
+        raise DataError(f"{where}: the shards' sample counts do not add up to num_samples: prepare the data again")
     return manifest
 
 
