@@ -24,6 +24,7 @@ DEPS = [
     "numpy",
     "typer",
     "tqdm",
+    "pillow",
     "pyarrow",
     "datasets",
     "webdataset>=1.0,<2",
@@ -32,6 +33,7 @@ DEPS = [
     "pytest-xdist",
     "copier>=9",
     "ruff",
+    "pre-commit",
 ]
 
 nox.options.sessions = ["test"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,30 @@ def test_template_files_outside_the_project_are_not_rendered(rendered) -> None:
     for name in ("copier.yml", "hooks", "noxfile.py.jinja"):
         assert not (project / name).exists(), f"{name} leaked into the rendered project"
     assert (ROOT / "template").is_dir()
+
+
+def test_the_json_hook_checks_two_files_without_writing_either(rendered, tmp_path: Path) -> None:
+    # `python -m json.tool a.json b.json` (the hook once used) reads a.json and writes it over b.json.
+    project = tmp_path / "project"
+    shutil.copytree(rendered("arrow", "global"), project)
+    first, second = project / "first.json", project / "second.json"
+    first.write_text('{"a": 1}\n')
+    second.write_text('{"b": [2, 3]}\n')
+    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-cache"))
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run(["git", "add", "first.json", "second.json", ".pre-commit-config.yaml"], cwd=project, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "check-json", "--files", "first.json", "second.json"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, f"the check-json hook fails on two valid files:\n{result.stdout}\n{result.stderr}"
+    assert (first.read_text(), second.read_text()) == ('{"a": 1}\n', '{"b": [2, 3]}\n'), (
+        "the check-json hook rewrote a JSON file it should only check"
+    )
+    second.write_text('{"b": ')
+    result = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "check-json", "--files", "second.json"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode != 0 and "second.json" in result.stdout, f"a broken JSON file passed:\n{result.stdout}"
+    assert second.read_text() == '{"b": ', "the check-json hook rewrote a broken JSON file"
