@@ -1,12 +1,18 @@
-"""manifest.json: what a prepared data set holds, written once by prep and read by every loader."""
+"""manifest.json: what a prepared data set holds, written once by prep and read by every loader.
+
+Every path in a manifest is relative to the data set's folder and must stay inside it:
+an absolute path, a `..` or a symlink that leads out is refused, so a manifest from
+elsewhere can never make a loader read (or copy into shared memory) a file outside it.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -14,6 +20,18 @@ from .errors import DataError
 
 MANIFEST = "manifest.json"
 LABELS = "labels.npy"  # int64 label of every sample, by storage position
+# Fields every backend relies on, with their types; checked before anything else is read.
+REQUIRED = {
+    "format": str,
+    "num_samples": int,
+    "num_classes": int,
+    "classes": list,
+    "label_counts": list,
+    "labels": str,
+    "labels_sha256": str,
+    "shards": list,
+}
+SHARD_REQUIRED = {"path": str, "num_samples": int, "sha256": str, "bytes": int}
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -24,20 +42,64 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def shard_entry(root: Path, path: Path, num_samples: int, **extra: Any) -> dict[str, Any]:
-    """One entry of the manifest's `shards` list; `path` is stored relative to the data set."""
-    return {
-        "path": path.relative_to(root).as_posix(),
-        "num_samples": num_samples,
-        "sha256": sha256_file(path),
-        "bytes": path.stat().st_size,
-        **extra,
-    }
+class HashingWriter:
+    """A binary file written once, front to back, hashed on the way: no second read for its sha256."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: BinaryIO = open(path, "wb")
+        self.digest = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.bytes += len(data)
+        return self.file.write(data)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def entry(self, root: Path, num_samples: int, **extra: Any) -> dict[str, Any]:
+        """The manifest's `shards` entry of this file (call after close)."""
+        return {
+            "path": self.path.relative_to(root).as_posix(),
+            "num_samples": num_samples,
+            "sha256": self.digest.hexdigest(),
+            "bytes": self.bytes,
+            **extra,
+        }
 
 
-def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+class ShardList:
+    """The manifest's `shards` entries, spooled to a file as they are made, so that a data
+    set of a million sample files is listed without a million entries in memory."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / ".shards.jsonl"
+        self.file = open(self.path, "w")
+
+    def append(self, entry: dict[str, Any]) -> None:
+        self.file.write(json.dumps(entry) + "\n")
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        self.file.close()
+        with open(self.path) as lines:
+            for line in lines:
+                yield json.loads(line)
+
+    def remove(self) -> None:
+        self.file.close()
+        self.path.unlink(missing_ok=True)
+
+
+def write_manifest(root: Path, fields: dict[str, Any], shards: Iterable[dict[str, Any]]) -> None:
+    """manifest.json = `fields` + `shards`, streamed out entry by entry, then renamed into place."""
     tmp = root / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    with open(tmp, "w") as out:
+        out.write(json.dumps(fields, indent=1)[:-2] + ',\n "shards": [')
+        for i, entry in enumerate(shards):
+            out.write(("," if i else "") + "\n  " + json.dumps(entry))
+        out.write("\n ]\n}\n")
     os.replace(tmp, root / MANIFEST)
 
 
@@ -50,28 +112,70 @@ def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
         )
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataError(f"{path} is not readable JSON ({err}): prepare the data again") from err
     return checked_manifest(manifest, path, expected_format)
 
 
-def checked_manifest(manifest: dict[str, Any], where: str | Path, expected_format: str) -> dict[str, Any]:
-    """`manifest` (read from `where`, a file or URL) if it is of this project's format and its
-    shards add up; DataError with the fix otherwise."""
-    if manifest.get("format") != expected_format:
+def checked_manifest(manifest: Any, where: str | Path, expected_format: str) -> dict[str, Any]:
+    """`manifest` (read from `where`, a file or URL) if it is of this project's format, has
+    every field with its type, and its counts add up; DataError with the fix otherwise."""
+    if not isinstance(manifest, dict) or manifest.get("format") != expected_format:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise DataError(
-            f"{where} describes format {manifest.get('format')!r}, but this project reads {expected_format!r}: "
+            f"{where} describes format {found!r}, but this project reads {expected_format!r}: "
             f"prepare the data with this project's `python -m {__package__}.prep`"
         )
-    shards = manifest.get("shards")
-    if shards is not None and sum(s["num_samples"] for s in shards) != manifest["num_samples"]:
-        raise DataError(f"{where}: the shards' sample counts do not add up to num_samples: prepare the data again")
+    for name, kind in REQUIRED.items():
+        if not isinstance(manifest.get(name), kind) or isinstance(manifest.get(name), bool):
+            raise DataError(f"{where}: field {name!r} is missing or not a {kind.__name__}: prepare the data again")
+    for i, shard in enumerate(manifest["shards"]):
+        for name, kind in SHARD_REQUIRED.items():
+            if not isinstance(shard, dict) or not isinstance(shard.get(name), kind):
+                raise DataError(f"{where}: shards[{i}] lacks {name!r} ({kind.__name__}): prepare the data again")
+        relative_path(shard["path"], where)
+    relative_path(manifest["labels"], where)
+    num_samples, num_classes = manifest["num_samples"], manifest["num_classes"]
+    counts = manifest["label_counts"]
+    if (
+        num_samples < 1
+        or num_classes < 1
+        or len(manifest["classes"]) != num_classes
+        or len(counts) != num_classes
+        or sum(counts) != num_samples
+        or sum(s["num_samples"] for s in manifest["shards"]) != num_samples
+    ):
+        raise DataError(
+            f"{where}: num_samples, num_classes, classes, label_counts and the shards' sample counts do not agree: "
+            "prepare the data again"
+        )
     return manifest
 
 
-def read_labels(root: str | Path) -> np.ndarray:
+def relative_path(path: str, where: str | Path) -> str:
+    """`path` if it is a plain relative path that stays inside the data set (no /, no ..)."""
+    parts = PurePosixPath(path).parts
+    if not parts or path.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+        raise DataError(
+            f"{where} names {path!r}, which is not a path inside the data set's folder: "
+            "prepare the data again (manifests hold relative paths only)"
+        )
+    return path
+
+
+def inside(root: str | Path, path: str) -> Path:
+    """root/path, refused when it is not a relative path or a symlink leads outside root."""
+    root = Path(root)
+    target = root / relative_path(path, root / MANIFEST)
+    resolved, base = target.resolve(), root.resolve()
+    if resolved != base and base not in resolved.parents:
+        raise DataError(f"{target} leads outside {root} (a symlink?): prepare the data again inside one folder")
+    return target
+
+
+def read_labels(root: str | Path, manifest: dict[str, Any] | None = None) -> np.ndarray:
     """The label of every sample by storage position, without reading the samples."""
-    path = Path(root) / LABELS
+    path = inside(root, manifest["labels"]) if manifest else Path(root) / LABELS
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as err:
