@@ -204,8 +204,8 @@ MUTANTS = [
         "loader.py",
         (
             (
-                "        for batch in batches:\n            yield decode_batch(",
-                "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield decode_batch(",
+                "        for batch in batches:\n            yield decode_samples(",
+                "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield decode_samples(",
             ),
         ),
         r"different numbers of steps|DDP would hang|ran \d+ steps .* promised \d+",
@@ -227,12 +227,52 @@ MUTANTS = [
         "memory_backend.py",
         (
             (
-                'self.features = self.shared["features"].array\n        self.labels',
-                'self.features = np.array(self.shared["features"].array)\n        self.labels',
+                'self.payloads = self.shared["payloads"].as_bytes()',
+                'self.payloads = np.array(self.shared["payloads"].as_bytes())',
             ),
         ),
         r"each rank holds its own copy",
         backends=("memory",),
         only_test="tests/test_memory_once_per_node.py",
+    ),
+]
+
+# 11. A backend that reads the record of another position while reporting the requested key
+# (an off-by-one in an index): caught only because keys come from the stored record.
+WRONG_RECORD = r"differs from the source payloads of its keys|do not match keys|not byte-identical"
+MUTANTS += [
+    Mutant(
+        "wrong-record",
+        "the memory backend reads the next record but reports the requested key",
+        "memory_backend.py",
+        (
+            ("rows = self.index[np.asarray(positions)]", "rows = self.index[(np.asarray(positions) + 1) % len(self.index)]"),
+            ('                key=row["key"].decode(),', '                key=f"{requested:08d}",'),
+            ("            for row in rows\n", "            for requested, row in zip(positions, rows, strict=True)\n"),
+        ),
+        WRONG_RECORD,
+        backends=("memory",),
+    ),
+    Mutant(
+        "wrong-record",
+        "the files backend reads the next file but reports the requested key",
+        "files_backend.py",
+        (
+            ("entry = self.files[position]", "entry = self.files[(position + 1) % len(self.files)]"),
+            ('key, _, extension = path.name.partition(".")', '_, _, extension = path.name.partition(".")\n            key = f"{position:08d}"'),
+        ),
+        WRONG_RECORD,
+        backends=("files",),
+    ),
+    Mutant(
+        "wrong-record",
+        "the arrow backend gathers the next rows but reports the requested keys",
+        "arrow_backend.py",
+        (
+            ("rows = self.table[positions]", "rows = self.table[[(p + 1) % len(self.table) for p in positions]]"),
+            ("records.append(Record(key=key, label=label,", 'records.append(Record(key=f"{positions[len(records)]:08d}", label=label,'),
+        ),
+        WRONG_RECORD,
+        backends=("arrow",),
     ),
 ]

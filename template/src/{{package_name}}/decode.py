@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from PIL import Image, ImageOps
 
 from .errors import DataError
 
@@ -41,8 +42,6 @@ class Record:
 
 
 def decode_image(payload: bytes) -> torch.Tensor:
-    from PIL import Image, ImageOps
-
     with Image.open(io.BytesIO(payload)) as image:
         image = ImageOps.fit(image.convert("RGB"), (IMAGE_SIZE, IMAGE_SIZE), method=Image.Resampling.BILINEAR)
     return torch.from_numpy(np.asarray(image).transpose(2, 0, 1).copy())
@@ -97,7 +96,7 @@ def decode_batch(records: Sequence[Record], num_classes: int) -> dict:
             )
         try:
             tensors.append(decode(record.payload, record.extension))
-        except (ValueError, OSError, EOFError, SyntaxError, UnicodeDecodeError) as err:
+        except (ValueError, OSError, EOFError, SyntaxError, Image.DecompressionBombError) as err:
             raise DataError(
                 f"sample {record.key} ({record.where}) does not decode as .{record.extension} "
                 f"({str(err).splitlines()[0] if str(err) else type(err).__name__}): fix or remove it at the source, "

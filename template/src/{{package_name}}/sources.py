@@ -106,15 +106,22 @@ def encode_png(pixels: np.ndarray) -> bytes:
     from PIL import Image
 
     buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format="PNG")
+    Image.fromarray(pixels).save(buffer, format="PNG", compress_level=1)  # noise barely compresses: go fast
     return buffer.getvalue()
+
+
+def synthetic_sample(position: int, num_samples: int, num_classes: int, seed: int, stream: int = 0) -> Sample:
+    """Sample `position` of the synthetic set, drawn from its own rng (seed, stream, position)."""
+    label = position * num_classes // num_samples
+    pixels = synthetic_image(label, num_classes, np.random.default_rng([seed, stream, position]))
+    return Sample(encode_png(pixels), "png", label)
 
 
 def synthetic(num_samples: int, num_classes: int, seed: int, stream: int = 0) -> Source:
     """Encoded PNG images stored sorted by label: label of sample i is i * C // N.
 
-    Sample i is drawn from its own rng (seed, stream, i), so any sample can be made again
-    without the others. `stream` picks an independent draw (0: training, 1: held out).
+    Any sample can be made again without the others (`synthetic_sample`). `stream` picks an
+    independent draw (0: training, 1: held out).
     """
     if num_samples < 1 or num_classes < 1:
         raise DataError("--num-samples and --num-classes must be at least 1")
@@ -124,9 +131,7 @@ def synthetic(num_samples: int, num_classes: int, seed: int, stream: int = 0) ->
     def read(selected: np.ndarray | None) -> Iterator[Sample]:
         for position in range(num_samples):
             if selected is None or selected[position]:
-                label = position * num_classes // num_samples
-                pixels = synthetic_image(label, num_classes, np.random.default_rng([seed, stream, position]))
-                yield Sample(encode_png(pixels), "png", label)
+                yield synthetic_sample(position, num_samples, num_classes, seed, stream)
 
     return Source(
         num_samples,
