@@ -246,7 +246,10 @@ MUTANTS += [
         "the memory backend reads the next record but reports the requested key",
         "memory_backend.py",
         (
-            ("rows = self.index[np.asarray(positions)]", "rows = self.index[(np.asarray(positions) + 1) % len(self.index)]"),
+            (
+                "rows = self.index[np.asarray(positions)]",
+                "rows = self.index[(np.asarray(positions) + 1) % len(self.index)]",
+            ),
             ('                key=row["key"].decode(),', '                key=f"{requested:08d}",'),
             ("            for row in rows\n", "            for requested, row in zip(positions, rows, strict=True)\n"),
         ),
@@ -259,7 +262,10 @@ MUTANTS += [
         "files_backend.py",
         (
             ("entry = self.files[position]", "entry = self.files[(position + 1) % len(self.files)]"),
-            ('key, _, extension = path.name.partition(".")', '_, _, extension = path.name.partition(".")\n            key = f"{position:08d}"'),
+            (
+                'key, _, extension = path.name.partition(".")',
+                '_, _, extension = path.name.partition(".")\n            key = f"{position:08d}"',
+            ),
         ),
         WRONG_RECORD,
         backends=("files",),
@@ -270,7 +276,10 @@ MUTANTS += [
         "arrow_backend.py",
         (
             ("rows = self.table[positions]", "rows = self.table[[(p + 1) % len(self.table) for p in positions]]"),
-            ("records.append(Record(key=key, label=label,", 'records.append(Record(key=f"{positions[len(records)]:08d}", label=label,'),
+            (
+                "records.append(Record(key=key, label=label,",
+                'records.append(Record(key=f"{positions[len(records)]:08d}", label=label,',
+            ),
         ),
         WRONG_RECORD,
         backends=("arrow",),

@@ -201,7 +201,9 @@ def folder(root: Path) -> Source:
                     try:
                         payload = path.read_bytes()
                     except OSError as err:
-                        raise DataError(f"cannot read {path} ({err.strerror}): fix its permissions or remove it") from None
+                        raise DataError(
+                            f"cannot read {path} ({err.strerror}): fix its permissions or remove it"
+                        ) from None
                     if not payload:
                         raise DataError(f"{path} is empty: remove it, or replace it with the real sample")
                     if extension_of(path) in IMAGE_EXTENSIONS:
@@ -209,7 +211,9 @@ def folder(root: Path) -> Source:
                     yield Sample(payload, extension_of(path), label)
                 position += 1
         if position != sum(counts):
-            raise DataError(f"{root} changed while prep read it ({position} files, {sum(counts)} before): run prep again")
+            raise DataError(
+                f"{root} changed while prep read it ({position} files, {sum(counts)} before): run prep again"
+            )
 
     return Source(
         sum(counts),
