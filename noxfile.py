@@ -49,8 +49,9 @@ def install(session: nox.Session, *packages: str) -> None:
 def test(session: nox.Session) -> None:
     """Render every combination and run its generated test suite, plus the template's own tests."""
     install(session, *DEPS)
-    # One worker per core: most of the time goes to rendered projects' own pytest runs.
-    session.run("pytest", "-n", "auto", "tests", *session.posargs)
+    # One worker per core: most of the time goes to rendered projects' own pytest runs, a few
+    # minutes each; -v names every test as it finishes, so the run shows its progress.
+    session.run("pytest", "-n", "auto", "-v", "tests", *session.posargs)
 
 
 @nox.session
@@ -58,16 +59,18 @@ def demo(session: nox.Session) -> None:
     """Generate a project with the defaults and train it on the embedded synthetic data (2 CPU processes)."""
     install(session, "copier>=9")
     project = Path(session.create_tmp()).resolve() / "demo-project"
+    session.log(f"rendering the default project into {project}")
     shutil.rmtree(project, ignore_errors=True)
     session.run("copier", "copy", "--trust", "--defaults", "--vcs-ref", "HEAD", str(ROOT), str(project))
-    install(session, "-e", str(project))
+    install(session, "-e", f"{project}[audit]")
     session.chdir(project)
     package = next(p.name for p in (project / "src").iterdir() if p.is_dir())
     session.run("python", "-m", f"{package}.prep", "synthetic", "--out", "data")
     session.run(
         "./train.sh", "--data", "data", "--epochs", "3", "--ledger", "ledger", external=True, env={"NPROC": "2"}
     )
-    session.log(f"project in {project}; ledger in {project / 'ledger'}")
+    session.run("python", "-m", f"{package}.audit", "ledger", "ledger", "--data", "data", "--png", "shuffle_audit.png")
+    session.log(f"the project: {project} (data/, ledger/, shuffle_audit.png); cd there and run `nox -s test`")
 
 
 @nox.session

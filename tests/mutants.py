@@ -285,3 +285,77 @@ MUTANTS += [
         backends=("arrow",),
     ),
 ]
+
+# 12. Hardening that must stay: payloads checked on read, ranks that end with their launcher.
+MUTANTS += [
+    Mutant(
+        "payload-unchecked",
+        "the files backend trains on whatever bytes it reads (no sha256 check)",
+        "files_backend.py",
+        (('if hashlib.sha256(payload).hexdigest() != entry["sha256"]:', "if False:"),),
+        r"DID NOT RAISE|does not mention 'sha256'",
+        backends=("files",),
+    ),
+    Mutant(
+        "payload-unchecked",
+        "the arrow backend trains on whatever bytes it reads (no sha256 check)",
+        "arrow_backend.py",
+        (("if hashlib.sha256(payload).digest() != digest:", "if False:"),),
+        r"DID NOT RAISE|does not mention 'sha256'",
+        backends=("arrow",),
+    ),
+    Mutant(
+        "ranks-outlive-launcher",
+        "ranks keep training after torchrun is killed with SIGKILL (no parent-death signal)",
+        "train.py",
+        (("            end_with_launcher()", "            pass"),),
+        r"still run .* after their launcher was killed",
+        backends=("memory",),  # launcher_watch.py and its call are the same for every backend
+        samplers=("global",),
+        only_test="tests/test_launch.py::test_ranks_end_when_the_launcher_is_killed",
+    ),
+]
+
+# 13. Mistakes a ledger alone would not show.
+MUTANTS += [
+    Mutant(
+        "ddp-bypassed",
+        "the forward pass goes through model.module: DDP never synchronises the gradients",
+        "train.py",
+        (("            logits = model(x)", "            logits = model.module(x)"),),
+        r"different parameters",
+        backends=("arrow",),  # train.py's loop is the same for every backend: one render suffices
+        samplers=("global",),
+        only_test="tests/test_train_end_to_end.py",
+    ),
+    Mutant(
+        "unseeded-model",
+        "the model is initialised without the seed: two runs with one seed train differently",
+        "train.py",
+        (("    torch.manual_seed(seed)\n", ""),),
+        r"logged different losses",
+        **WEBDATASET_ONLY,
+        only_test="tests/test_train_end_to_end.py",
+    ),
+    Mutant(
+        "order-from-hash",
+        "the epoch order mixes in hash() of a string, which differs between processes",
+        "sampling.py",
+        (("np.random.default_rng([seed, epoch])", 'np.random.default_rng([seed, epoch, hash("order") % 1000])'),),
+        r"differs between interpreters",
+        samplers=("global",),
+    ),
+    Mutant(
+        "order-from-hash",
+        "the shard order mixes in hash() of a string, which differs between processes",
+        "sampling.py",
+        (
+            (
+                "np.random.default_rng([seed, epoch]).permutation",
+                'np.random.default_rng([seed, epoch, hash("order") % 1000]).permutation',
+            ),
+        ),
+        r"differs between interpreters",
+        **WEBDATASET_ONLY,
+    ),
+]

@@ -9,8 +9,23 @@ from conftest import COMBINATIONS, PACKAGE, run_pytest
 # the test files that prove them: they run once per backend, in the first combination of
 # that backend. test_sampler_independent_files_are_rendered_alike checks that they are the
 # same files for every sampler, so no sampler's project carries code that went untested.
-SAMPLER_INDEPENDENT_TESTS = ["tests/test_prep.py", "tests/test_real_samples.py", "tests/test_memory_once_per_node.py"]
-SAMPLER_INDEPENDENT_CODE = ["prep.py", "sources.py", "decode.py", "manifest.py", "{backend}_backend.py"]
+SAMPLER_INDEPENDENT_TESTS = [
+    "tests/test_prep.py",
+    "tests/test_real_samples.py",
+    "tests/test_memory_once_per_node.py",
+    "tests/test_launch.py",
+    "tests/test_bad_data.py",
+]
+SAMPLER_INDEPENDENT_CODE = [
+    "train.sh",
+    "src/{package}/train.py",
+    "src/{package}/launcher_watch.py",
+    "src/{package}/prep.py",
+    "src/{package}/sources.py",
+    "src/{package}/decode.py",
+    "src/{package}/manifest.py",
+    "src/{package}/{backend}_backend.py",
+]
 FIRST_OF_BACKEND = {backend: sampler for backend, sampler in reversed(COMBINATIONS)}
 
 
@@ -30,7 +45,7 @@ def test_rendered_project_passes_its_own_tests(rendered, backend: str, sampler: 
 def test_sampler_independent_files_are_rendered_alike(rendered, backend: str) -> None:
     projects = {sampler: rendered(b, sampler) for b, sampler in COMBINATIONS if b == backend}
     paths = SAMPLER_INDEPENDENT_TESTS + [
-        f"src/{PACKAGE}/{name.format(backend=backend)}" for name in SAMPLER_INDEPENDENT_CODE
+        path.format(package=PACKAGE, backend=backend) for path in SAMPLER_INDEPENDENT_CODE
     ]
     for path in paths:
         texts = {

@@ -12,6 +12,8 @@ REFUSED = [
     ({"package_name": "my-exp"}, "not a Python identifier"),
     ({"package_name": "class"}, "keyword or a dependency"),
     ({"package_name": "torch"}, "keyword or a dependency"),
+    ({"package_name": "random"}, "module of the Python standard library"),
+    ({"package_name": "json"}, "module of the Python standard library"),
     ({"loader_backend": "webdataset", "sampler": "global"}, "use sampler=shard_buffer"),
     ({"loader_backend": "arrow", "sampler": "shard_buffer"}, "use global, block or sequential"),
     ({"loader_backend": "memory", "sampler": "shard_buffer"}, "use global, block or sequential"),

@@ -16,10 +16,18 @@ from .errors import DataError
 
 
 class LedgerWriter:
-    def __init__(self, directory: str | Path, rank: int) -> None:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        self.file = open(Path(directory) / f"rank{rank}.jsonl", "w")
+    """Rank `rank`'s ledger file, started afresh; rank 0 also removes the files of ranks beyond
+    `world_size` that an earlier, larger run left in the same folder."""
+
+    def __init__(self, directory: str | Path, rank: int, world_size: int) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.file = open(directory / f"rank{rank}.jsonl", "w")
         self.rank = rank
+        if rank == 0:
+            for stale in directory.glob("rank*.jsonl"):
+                if stale.stem[4:].isdigit() and int(stale.stem[4:]) >= world_size:
+                    stale.unlink()
 
     def write(self, epoch: int, step: int, keys: list[str], labels: list[int]) -> None:
         record = {
