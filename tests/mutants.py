@@ -233,6 +233,7 @@ MUTANTS = [
         ),
         r"each rank holds its own copy",
         backends=("memory",),
+        samplers=("global",),  # memory_backend.py is the same file for every sampler
         only_test="tests/test_memory_once_per_node.py",
     ),
 ]
@@ -255,6 +256,7 @@ MUTANTS += [
         ),
         WRONG_RECORD,
         backends=("memory",),
+        samplers=("global",),  # the backend and the loader are the same files for every sampler
     ),
     Mutant(
         "wrong-record",
@@ -269,6 +271,7 @@ MUTANTS += [
         ),
         WRONG_RECORD,
         backends=("files",),
+        samplers=("global",),  # the backend and the loader are the same files for every sampler
     ),
     Mutant(
         "wrong-record",
@@ -283,6 +286,7 @@ MUTANTS += [
         ),
         WRONG_RECORD,
         backends=("arrow",),
+        samplers=("global",),  # the backend and the loader are the same files for every sampler
     ),
 ]
 
@@ -295,6 +299,8 @@ MUTANTS += [
         (('if hashlib.sha256(payload).hexdigest() != entry["sha256"]:', "if False:"),),
         r"DID NOT RAISE|does not mention 'sha256'",
         backends=("files",),
+        samplers=("global",),  # the backend is the same file for every sampler
+        only_test="tests/test_bad_data.py",
     ),
     Mutant(
         "payload-unchecked",
@@ -303,6 +309,8 @@ MUTANTS += [
         (("if hashlib.sha256(payload).digest() != digest:", "if False:"),),
         r"DID NOT RAISE|does not mention 'sha256'",
         backends=("arrow",),
+        samplers=("global",),
+        only_test="tests/test_bad_data.py",
     ),
     Mutant(
         "ranks-outlive-launcher",
