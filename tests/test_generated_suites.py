@@ -18,6 +18,7 @@ SAMPLER_INDEPENDENT_TESTS = [
     "tests/test_memory_once_per_node.py",
     "tests/test_launch.py",
     "tests/test_bad_data.py",
+    "tests/test_ledger.py",
 ]
 SAMPLER_INDEPENDENT_CODE = [
     "train.sh",
