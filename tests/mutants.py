@@ -367,3 +367,92 @@ MUTANTS += [
         **WEBDATASET_ONLY,
     ),
 ]
+
+# 14. What issue "Hardening" found surviving the suite: a held-out set that overlaps the
+# training set, a loader that keeps an old epoch, ranks that decide alone whether to
+# evaluate, and a memory backend that names its shared memory or trusts it unchecked.
+HELDOUT_OVERLAP = r"held-out samples are also training samples"
+OLD_EPOCH = r"did not deliver that epoch's plan"
+MUTANTS += [
+    Mutant(
+        "heldout-overlap",
+        "prep synthetic draws the held-out samples from the training stream",
+        "prep.py",
+        (("seed, stream=1)", "seed, stream=0)"),),
+        HELDOUT_OVERLAP,
+        backends=("files",),  # prep and sources are the same for every backend and sampler
+        samplers=("global",),
+    ),
+    Mutant(
+        "heldout-overlap",
+        "a held-out split (prep folder/table) whose samples stay in the training set too",
+        "sources.py",
+        (('source.subset(~heldout, {"split": "training"', 'source.subset(heldout | ~heldout, {"split": "training"'),),
+        HELDOUT_OVERLAP,
+        backends=("memory",),
+        samplers=("global",),
+    ),
+    Mutant(
+        "loader-keeps-old-epoch",
+        "the loader keeps the batch plan of the first epoch it served",
+        "loader.py",
+        (
+            (
+                "batch_sampler=PlannedBatches(plan),",
+                'batch_sampler=self.__dict__.setdefault("first_plan", PlannedBatches(plan)),',
+            ),
+        ),
+        OLD_EPOCH,
+        backends=("arrow",),  # loader.py is the same for every map-style backend and sampler
+        samplers=("global",),
+    ),
+    Mutant(
+        "loader-keeps-old-epoch",
+        "the loader keeps the workers' stream of the first epoch it served",
+        "loader.py",
+        (
+            (
+                "RankEpoch(self, epoch, start_step),",
+                'self.__dict__.setdefault("first_epoch", RankEpoch(self, epoch, start_step)),',
+            ),
+        ),
+        OLD_EPOCH,
+        **WEBDATASET_ONLY,
+    ),
+    Mutant(
+        "heldout-decided-per-rank",
+        "each rank decides alone whether a held-out set exists (ranks disagree when one cannot see it)",
+        "train.py",
+        (
+            ("if rank == 0 and location.is_dir() else None]", "if location.is_dir() else None]"),
+            ("    dist.broadcast_object_list(decision, src=0)\n", ""),
+        ),
+        r"ranks disagree about the held-out set",
+        backends=("files",),  # the map-style train.py is the same for every sampler
+        samplers=("global",),
+        only_test="tests/test_launch.py::test_ranks_agree_on_the_heldout_set_when_one_rank_cannot_see_it",
+    ),
+    Mutant(
+        "named-shared-memory",
+        "the memory backend copies the data set into a named file in /dev/shm",
+        "memory_backend.py",
+        (
+            (
+                'fd = os.memfd_create(f"{__package__}-{name}")',
+                'fd = os.open(f"/dev/shm/{__package__}-{name}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)',
+            ),
+        ),
+        r"named shared memory that a killed run would leak|left behind in /dev/shm",
+        backends=("memory",),
+        samplers=("global",),
+    ),
+    Mutant(
+        "shared-copy-unchecked",
+        "the memory backend shares the node's copy without checking its sha256",
+        "memory_backend.py",
+        (("            if digest.hexdigest() != sha256:", "            if False:"),),
+        r"DID NOT RAISE|does not mention 'sha256'",
+        backends=("memory",),
+        samplers=("global",),
+    ),
+]

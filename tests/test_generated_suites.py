@@ -18,12 +18,15 @@ SAMPLER_INDEPENDENT_TESTS = [
     "tests/test_memory_once_per_node.py",
     "tests/test_launch.py",
     "tests/test_bad_data.py",
+    "tests/test_bad_inputs.py",
     "tests/test_ledger.py",
 ]
 SAMPLER_INDEPENDENT_CODE = [
     "train.sh",
     "src/{package}/train.py",
     "src/{package}/launcher_watch.py",
+    "src/{package}/launch.py",
+    "src/{package}/errors.py",
     "src/{package}/prep.py",
     "src/{package}/sources.py",
     "src/{package}/decode.py",

@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
+
+# Set by launch.py for the ranks it starts: the file their error lines go to, so that the
+# launcher prints each distinct line once instead of once per rank (see launch.py).
+ERROR_FILE_VARIABLE = f"{__package__.upper()}_ERROR_FILE"
 
 
 class DataError(Exception):
     """Bad input data or options; the message names the problem and the fix."""
+
+
+def report(line: str) -> None:
+    """Print an error line, or hand it to the launcher of this rank."""
+    error_file = os.environ.get(ERROR_FILE_VARIABLE)
+    if error_file:
+        with open(error_file, "a") as errors:  # one short append: lines of ranks never interleave
+            errors.write(line + "\n")
+    else:
+        print(line, file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -17,5 +32,5 @@ def reported_as_one_line() -> Iterator[None]:
     try:
         yield
     except DataError as err:
-        print(f"error: {err}", file=sys.stderr)
+        report(f"error: {err}")
         raise SystemExit(2) from None

@@ -56,8 +56,15 @@ class HashingWriter:
         self.bytes += len(data)
         return self.file.write(data)
 
+    def flush(self) -> None:
+        self.file.flush()
+
     def close(self) -> None:
         self.file.close()
+
+    @property
+    def closed(self) -> bool:  # with flush, what pyarrow needs to write into it
+        return self.file.closed
 
     def entry(self, root: Path, num_samples: int, **extra: Any) -> dict[str, Any]:
         """The manifest's `shards` entry of this file (call after close)."""
