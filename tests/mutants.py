@@ -330,7 +330,7 @@ MUTANTS += [
         "ddp-bypassed",
         "the forward pass goes through model.module: DDP never synchronises the gradients",
         "train.py",
-        (("            logits = model(x)", "            logits = model.module(x)"),),
+        (("                logits = model(x)", "                logits = model.module(x)"),),
         r"different parameters",
         backends=("arrow",),  # train.py's loop is the same for every backend: one render suffices
         samplers=("global",),

@@ -26,6 +26,7 @@ SAMPLER_INDEPENDENT_CODE = [
     "src/{package}/train.py",
     "src/{package}/launcher_watch.py",
     "src/{package}/launch.py",
+    "src/{package}/rank_exit.py",
     "src/{package}/errors.py",
     "src/{package}/prep.py",
     "src/{package}/sources.py",

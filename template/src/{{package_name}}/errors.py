@@ -10,20 +10,30 @@ from collections.abc import Iterator
 # Set by launch.py for the ranks it starts: the file their error lines go to, so that the
 # launcher prints each distinct line once instead of once per rank (see launch.py).
 ERROR_FILE_VARIABLE = f"{__package__.upper()}_ERROR_FILE"
+# The exit code of a rank that stopped because another rank died, and the mark of its line
+# in the error file: a consequence, which the launcher shows only when nothing names a cause.
+LOST_PEER_EXIT = 3
+CONSEQUENCE = "consequence: "
 
 
 class DataError(Exception):
     """Bad input data or options; the message names the problem and the fix."""
 
 
-def report(line: str) -> None:
+def report(line: str, *, consequence: bool = False) -> None:
     """Print an error line, or hand it to the launcher of this rank."""
     error_file = os.environ.get(ERROR_FILE_VARIABLE)
     if error_file:
         with open(error_file, "a") as errors:  # one short append: lines of ranks never interleave
-            errors.write(line + "\n")
+            errors.write((CONSEQUENCE if consequence else "") + line + "\n")
     else:
         print(line, file=sys.stderr)
+
+
+def lost_a_peer(err: BaseException) -> bool:
+    """Whether a collective failed because another rank's process is gone (gloo's words for it)."""
+    text = str(err)
+    return isinstance(err, RuntimeError) and "gloo" in text and ("by peer" in text or "Connection" in text)
 
 
 @contextlib.contextmanager

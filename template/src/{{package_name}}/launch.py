@@ -12,7 +12,8 @@ changes is what the user reads when a run fails:
   once and the exit code is 2, as for every other bad input of the project.
 - A rank that dies of a signal or of a Python exception is named in one `error:` line,
   with its exit code or signal; a Python exception's traceback stays above it, as the
-  rank printed it.
+  rank printed it. The other ranks then lose it in their next collective: they stop
+  without a traceback, and the launcher names the rank that died, not them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .errors import ERROR_FILE_VARIABLE
+from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT
 
 
 def usage() -> str:
@@ -74,10 +75,13 @@ def main(argv: list[str]) -> int:
         return 0
     except ChildFailedError as failed:
         reported = list(dict.fromkeys(error_file.read_text().splitlines()))
-        if reported:  # the ranks' own lines name the problem and the fix
-            print("\n".join(reported), file=sys.stderr)
+        causes = [line for line in reported if not line.startswith(CONSEQUENCE)]
+        if causes:  # the ranks' own lines name the problem and the fix
+            print("\n".join(causes), file=sys.stderr)
             return 2
-        rank, failure = failed.get_first_failure()
+        # No rank named a cause: name the rank that died, not those that then lost it.
+        crashed = {rank: f for rank, f in failed.failures.items() if f.exitcode != LOST_PEER_EXIT}
+        rank, failure = min(crashed.items() or failed.failures.items(), key=lambda item: item[1].timestamp)
         print(describe_failure(rank, failure.exitcode), file=sys.stderr)
         return 1
     except SignalException as stopped:
