@@ -456,3 +456,33 @@ MUTANTS += [
         samplers=("global",),
     ),
 ]
+
+# 15. An HTTP client that gives up too soon, retries what cannot mend, or forgets where a
+# broken shard stopped (http_stream.py, webdataset over HTTP).
+MUTANTS += [
+    Mutant(
+        "http-permanent-retried",
+        "every HTTP error is retried, 404 and 403 included (a missing shard stalls the run for the whole backoff)",
+        "http_stream.py",
+        (("    return status in (408, 429) or (status >= 500 and status != 501)", "    return True"),),
+        r"was retried",
+        **WEBDATASET_ONLY,
+    ),
+    Mutant(
+        "http-no-resume",
+        "a broken shard is requested again from its first byte, not from where it broke",
+        "http_stream.py",
+        (('headers = {"Range": f"bytes={self.position}-"} if self.position else {}', "headers = {}"),),
+        r"the retries asked for|was asked for again with",
+        **WEBDATASET_ONLY,
+    ),
+    Mutant(
+        "http-pool-shared-across-fork",
+        "DataLoader workers reuse the kept-alive connections of the process they were forked from",
+        "http_stream.py",
+        (('if getattr(_idle, "pid", None) != os.getpid():', 'if getattr(_idle, "pid", None) is None:'),),
+        r"differs|requests, expected|connection",
+        **WEBDATASET_ONLY,
+        only_test="tests/test_http_faults.py",
+    ),
+]
