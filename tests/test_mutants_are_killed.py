@@ -8,6 +8,7 @@ summary at the end of the run (conftest.py) lists which mutants each combination
 
 from __future__ import annotations
 
+import glob
 import re
 import shutil
 from pathlib import Path
@@ -62,7 +63,12 @@ def test_mutant_is_killed_by_the_generated_tests(
         "--tb=short",
         *([mutant.only_test] if mutant.only_test else ["-m", "not processes", *spec_first(project)]),
     ]
-    result = run_pytest(project, *args, timeout=600)
+    try:
+        result = run_pytest(project, *args, timeout=600)
+    finally:
+        for pattern in mutant.leaves:
+            for left in glob.glob(pattern):
+                Path(left).unlink(missing_ok=True)
     output = result.stdout + result.stderr
     assert result.returncode == 1, (
         f"mutant {mutant.id} ({mutant.mistake}) SURVIVED on {backend}/{sampler}:\n{output[-3000:]}"

@@ -30,10 +30,18 @@ def report(line: str, *, consequence: bool = False) -> None:
         print(line, file=sys.stderr)
 
 
+PEER_GONE = ("Connection reset by peer", "Connection closed by peer")
+
+
 def lost_a_peer(err: BaseException) -> bool:
-    """Whether a collective failed because another rank's process is gone (gloo's words for it)."""
+    """Whether a collective failed because another rank's process is gone.
+
+    gloo's words for it (torch 2.13): "Connection reset by peer" when the peer died with data
+    still unread (a kill), "Connection closed by peer" when it exited between messages. Any
+    other failure (a timeout, a mismatch between ranks) is a bug to show in full.
+    """
     text = str(err)
-    return isinstance(err, RuntimeError) and "gloo" in text and ("by peer" in text or "Connection" in text)
+    return isinstance(err, RuntimeError) and any(words in text for words in PEER_GONE)
 
 
 @contextlib.contextmanager
