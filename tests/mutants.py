@@ -109,12 +109,12 @@ MUTANTS = [
     ),
     Mutant(
         "padding-duplicates",
-        "even out ranks by drawing shards with replacement, as webdataset's resampled=True does",
+        "even out ranks by drawing shards (here: runs) with replacement, as webdataset's resampled=True does",
         "sampling.py",
         (
             (
-                "order = np.random.default_rng([seed, epoch]).permutation(len(sizes))",
-                "order = np.random.default_rng([seed, epoch]).integers(len(sizes), size=len(sizes))",
+                "order = np.random.default_rng([seed, epoch]).permutation(len(first))",
+                "order = np.random.default_rng([seed, epoch]).integers(len(first), size=len(first))",
             ),
         ),
         DUPLICATES,
@@ -137,10 +137,11 @@ MUTANTS = [
     ),
     Mutant(
         "buffer-of-one",
-        "a shuffle buffer of 1: each worker delivers its shards in storage order",
+        "a shuffle buffer of 1: each worker delivers its runs in storage order",
         "sampling.py",
         (("wds.shuffle(shuffle_buffer, initial=shuffle_buffer, rng=rng)", "wds.shuffle(1, initial=1, rng=rng)"),),
-        r"shuffle|label mix|storage order|buffer",
+        # one shard read as one run (the plan tests' whole-shard layout) then comes in storage order every epoch
+        r"shuffle|label mix|storage order|buffer|did not change between epochs",
         **WEBDATASET_ONLY,
     ),
     # 6. A seed that does not change with the epoch.
@@ -215,10 +216,18 @@ MUTANTS = [
     # 9. Shards dealt to ranks before they are shuffled.
     Mutant(
         "static-shard-assignment",
-        "shards dealt to ranks and workers in storage order, never reshuffled (static assignment)",
+        "shards (here: runs) dealt to ranks and workers in storage order, never reshuffled (static assignment)",
         "sampling.py",
-        (("order = np.random.default_rng([seed, epoch]).permutation(len(sizes))", "order = np.arange(len(sizes))"),),
-        r"same shards|shards each rank|shard-to-rank|keeps its shards",
+        (("order = np.random.default_rng([seed, epoch]).permutation(len(first))", "order = np.arange(len(first))"),),
+        r"same runs|runs again|keeps its runs|shards only",
+        **WEBDATASET_ONLY,
+    ),
+    Mutant(
+        "whole-shards-in-turn",
+        "each worker reads whole shards one after the other instead of short runs from all over the data",
+        "sampling.py",
+        (("first, end = run_bounds(sizes, run_samples)", "first, end = run_bounds(sizes, int(sizes.max()))"),),
+        r"whole shards one after the other",
         **WEBDATASET_ONLY,
     ),
     # 10. The memory backend loading the whole data set in every rank.
@@ -311,6 +320,16 @@ MUTANTS += [
         r"DID NOT RAISE|does not mention 'sha256'",
         backends=("arrow",),
         samplers=("global",),
+        only_test="tests/test_bad_data.py",
+    ),
+    Mutant(
+        "payload-unchecked",
+        "the webdataset backend trains on whatever bytes a run holds (no digest check against the sample index)",
+        "webdataset_backend.py",
+        (('if sample_digest(payload, sample["cls"]) != int(index[position, DIGEST]):', "if False:"),),
+        r"DID NOT RAISE|does not mention 'digest|was delivered",
+        backends=("webdataset",),
+        samplers=("shard_buffer",),
         only_test="tests/test_bad_data.py",
     ),
     Mutant(
@@ -474,10 +493,10 @@ MUTANTS += [
     ),
     Mutant(
         "http-no-resume",
-        "a broken shard is requested again from its first byte, not from where it broke",
+        "a request without Range: a run (or a broken one) is read from the shard's first byte, not from where it starts or broke",
         "http_stream.py",
-        (('headers = {"Range": f"bytes={self.position}-"} if self.position else {}', "headers = {}"),),
-        r"the retries asked for|was asked for again with",
+        (('headers = {"Range": f"bytes={self.position}-{last}"} if self.position or last else {}', "headers = {}"),),
+        r"the reads differ from the plan|the retries asked for|was asked for again with",
         **WEBDATASET_ONLY,
     ),
     Mutant(

@@ -67,6 +67,13 @@ def main(argv: list[str]) -> int:
     error_file = scratch / "errors.txt"
     error_file.touch()
     os.environ[ERROR_FILE_VARIABLE] = str(error_file)  # the ranks inherit it
+    # The ranks' temporary folder, removed with the rest. When one rank fails, torchrun ends the
+    # others with SIGTERM to their whole process group, DataLoader workers included, and a worker
+    # killed that way leaves behind what multiprocessing made for it there (pymp-*: the socket
+    # that passes tensors to its rank).
+    rank_tmp = scratch / "tmp"
+    rank_tmp.mkdir()
+    os.environ["TMPDIR"] = str(rank_tmp)
     # torchrun's own default for several ranks per node, set here so that it does not warn about
     # it on every launch; export OMP_NUM_THREADS to give each rank more threads.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
