@@ -51,7 +51,7 @@ def test(session: nox.Session) -> None:
     install(session, *DEPS)
     # One worker per core: most of the time goes to rendered projects' own pytest runs, a few
     # minutes each; -v names every test as it finishes, so the run shows its progress.
-    session.run("pytest", "-n", "auto", "-v", "tests", *session.posargs)
+    session.run("pytest", "-n", "auto", "-v", "--durations=30", "tests", *session.posargs)
 
 
 @nox.session

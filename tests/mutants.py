@@ -88,7 +88,12 @@ MUTANTS = [
         "seed-per-rank",
         "a different seed on each rank: each rank cuts its segments from its own shard order",
         "loader.py",
-        (("self.seed, epoch, sizes, self.world_size", "self.seed + self.rank, epoch, sizes, self.world_size"),),
+        (
+            (
+                "            self.seed,\n            epoch,\n            sizes,\n",
+                "            self.seed + self.rank,\n            epoch,\n            sizes,\n",
+            ),
+        ),
         DUPLICATES,
         **WEBDATASET_ONLY,
     ),
