@@ -57,7 +57,8 @@ def test_mutant_is_killed_by_the_generated_tests(
     shutil.copytree(rendered(backend, sampler), project)
     mutate(project, mutant)
     # Stop at the first failure; tests that launch processes (marked `processes`) are left
-    # out, except the one test file that alone can see a mistake of that kind.
+    # out, except the one test file that alone can see a mistake of that kind (or that alone
+    # sees it and would come late in the full run: Mutant.only_test).
     args = [
         "-x",
         "--tb=short",
