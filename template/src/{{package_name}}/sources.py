@@ -54,7 +54,14 @@ class Source:
             raise DataError("the source holds no samples: point prep at a non-empty source")
 
     def samples(self) -> Iterator[Sample]:
-        return self.read(self.selected)
+        """The samples, exactly as many as announced: DataError when the source changed while read."""
+        count = 0
+        for count, sample in enumerate(self.read(self.selected), start=1):
+            if count > self.num_samples:
+                raise DataError("the source grew while prep read it: run prep again")
+            yield sample
+        if count != self.num_samples:
+            raise DataError(f"the source gave {count} samples after announcing {self.num_samples}: run prep again")
 
     def subset(self, selected: np.ndarray, description: dict[str, Any]) -> Source:
         count = int(selected.sum())
