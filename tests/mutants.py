@@ -213,8 +213,8 @@ MUTANTS = [
         "loader.py",
         (
             (
-                "        for batch in batches:\n            yield decode_samples(",
-                "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield decode_samples(",
+                "        for batch in batches:\n            yield self.make_batch(",
+                "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield self.make_batch(",
             ),
         ),
         r"different numbers of steps|DDP would hang|ran \d+ steps .* promised \d+",
@@ -268,8 +268,11 @@ MUTANTS += [
                 "rows = self.index[np.asarray(positions)]",
                 "rows = self.index[(np.asarray(positions) + 1) % len(self.index)]",
             ),
-            ('                key=row["key"].decode(),', '                key=f"{requested:08d}",'),
-            ("            for row in rows\n", "            for requested, row in zip(positions, rows, strict=True)\n"),
+            ("Record(key.decode(), label,", 'Record(f"{requested:08d}", label,'),
+            (
+                "for key, label, extension, offset, size in rows.tolist()",
+                "for requested, (key, label, extension, offset, size) in zip(positions, rows.tolist(), strict=True)",
+            ),
         ),
         WRONG_RECORD,
         backends=("memory",),
@@ -280,10 +283,13 @@ MUTANTS += [
         "the files backend reads the next file but reports the requested key",
         "files_backend.py",
         (
-            ("entry = self.files[position]", "entry = self.files[(position + 1) % len(self.files)]"),
             (
-                'key, _, extension = path.name.partition(".")',
-                '_, _, extension = path.name.partition(".")\n            key = f"{position:08d}"',
+                "relative, size, digest, label = self.files.entry(position)",
+                "relative, size, digest, label = self.files.entry((position + 1) % len(self.files))",
+            ),
+            (
+                'key, _, extension = relative.rpartition("/")[2].partition(".")',
+                '_, _, extension = relative.rpartition("/")[2].partition(".")\n            key = f"{position:08d}"',
             ),
         ),
         WRONG_RECORD,
@@ -295,11 +301,11 @@ MUTANTS += [
         "the arrow backend gathers the next rows but reports the requested keys",
         "arrow_backend.py",
         (
-            ("rows = self.table[positions]", "rows = self.table[[(p + 1) % len(self.table) for p in positions]]"),
             (
-                "records.append(Record(key=key, label=label,",
-                'records.append(Record(key=f"{positions[len(records)]:08d}", label=label,',
+                "positions = np.asarray(positions, dtype=np.int64)\n",
+                "requested = list(positions)\n        positions = (np.asarray(positions, dtype=np.int64) + 1) % len(self)\n",
             ),
+            ("records.append(Record(key, label,", 'records.append(Record(f"{requested[len(records)]:08d}", label,'),
         ),
         WRONG_RECORD,
         backends=("arrow",),
@@ -313,7 +319,7 @@ MUTANTS += [
         "payload-unchecked",
         "the files backend trains on whatever bytes it reads (no sha256 check)",
         "files_backend.py",
-        (('if hashlib.sha256(payload).hexdigest() != entry["sha256"]:', "if False:"),),
+        (("if hashlib.sha256(payload).digest() != digest:", "if False:"),),
         r"DID NOT RAISE|does not mention 'sha256'",
         backends=("files",),
         samplers=("global",),  # the backend is the same file for every sampler
@@ -333,7 +339,7 @@ MUTANTS += [
         "payload-unchecked",
         "the webdataset backend trains on whatever bytes a run holds (no digest check against the sample index)",
         "webdataset_backend.py",
-        (('if sample_digest(payload, sample["cls"]) != int(index[position, DIGEST]):', "if False:"),),
+        (('if sample_digest(sample[extension], sample["cls"]) != digests[offset]:', "if False:"),),
         r"DID NOT RAISE|does not mention 'digest|was delivered",
         backends=("webdataset",),
         samplers=("shard_buffer",),

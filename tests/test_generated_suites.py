@@ -20,6 +20,7 @@ SAMPLER_INDEPENDENT_TESTS = [
     "tests/test_bad_data.py",
     "tests/test_bad_inputs.py",
     "tests/test_ledger.py",
+    "tests/test_bench.py",
 ]
 SAMPLER_INDEPENDENT_CODE = [
     "train.sh",
@@ -33,6 +34,8 @@ SAMPLER_INDEPENDENT_CODE = [
     "src/{package}/decode.py",
     "src/{package}/manifest.py",
     "src/{package}/{backend}_backend.py",
+    "src/{package}/bench.py",
+    "src/{package}/bench_ranks.py",
 ]
 FIRST_OF_BACKEND = {backend: sampler for backend, sampler in reversed(COMBINATIONS)}
 

@@ -16,7 +16,7 @@ without a decoder, or a payload that does not decode, is a DataError naming the 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +80,9 @@ def decode(payload: bytes, extension: str) -> torch.Tensor:
     return DECODERS[extension](payload)
 
 
+MakeBatch = Callable[[Sequence[Record], int], dict]  # (records, num_classes) -> batch, run in the workers
+
+
 def decode_batch(records: Sequence[Record], num_classes: int) -> dict:
     """Stored records -> {"key": [...], "x": Tensor [B, ...], "y": Tensor [B]}, in the workers."""
     tensors = []
@@ -110,6 +113,24 @@ def decode_batch(records: Sequence[Record], num_classes: int) -> dict:
         )
     return {
         "key": [record.key for record in records],
-        "x": torch.stack(tensors),
+        # torch.stack, but in a DataLoader worker straight into shared memory: the hand-off
+        # to the trainer then passes the batch on instead of copying it there first.
+        "x": torch.utils.data.default_collate(tensors),
+        "y": torch.tensor([record.label for record in records], dtype=torch.int64),
+    }
+
+
+def payload_batch(records: Sequence[Record], num_classes: int) -> dict:
+    """Stored records -> {"key", "payload": uint8 [total bytes], "offsets": int64 [B + 1], "y"}:
+    the undecoded bytes of a batch in one tensor (one shared-memory hand-off from a worker,
+    not B pickled byte strings). Sample i is payload[offsets[i]:offsets[i + 1]]. For decoding
+    elsewhere (on the GPU), and for bench.py, which measures reading without decoding."""
+    sizes = [len(record.payload) for record in records]
+    payload = torch.empty(sum(sizes), dtype=torch.uint8)
+    payload.numpy()[:] = np.frombuffer(b"".join(record.payload for record in records), dtype=np.uint8)
+    return {
+        "key": [record.key for record in records],
+        "payload": payload,
+        "offsets": torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)),
         "y": torch.tensor([record.label for record in records], dtype=torch.int64),
     }

@@ -23,7 +23,7 @@ import numpy as np
 from .decode import IMAGE_EXTENSIONS, can_decode, known_extensions
 from .errors import DataError
 
-SYNTHETIC_SIZE = 32  # pixels per side of the embedded images
+SYNTHETIC_SIZE = 32  # pixels per side of the embedded images (prep synthetic --image-size)
 TABLE_CHUNK_ROWS = 4096  # rows a table source holds in memory at once
 
 
@@ -82,13 +82,12 @@ def key_of(position: int) -> str:
 # --- the embedded default: label-sorted synthetic images --------------------------------
 
 
-def synthetic_image(label: int, num_classes: int, rng: np.random.Generator) -> np.ndarray:
+def synthetic_image(label: int, num_classes: int, rng: np.random.Generator, size: int = SYNTHETIC_SIZE) -> np.ndarray:
     """[S, S, 3] uint8: a shape in the class's colour (hue label/C) on a dark noisy background.
 
     Colour and shape both carry the class; position, size, hue jitter and pixel noise make
     every sample different, so a small CNN has something to learn and nothing to memorise.
     """
-    size = SYNTHETIC_SIZE
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
     image = np.empty((size, size, 3), dtype=np.float32)
     image[:] = rng.uniform(0, 70, size=3)
@@ -117,34 +116,42 @@ def encode_png(pixels: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def synthetic_sample(position: int, num_samples: int, num_classes: int, seed: int, stream: int = 0) -> Sample:
+def synthetic_sample(
+    position: int, num_samples: int, num_classes: int, seed: int, stream: int = 0, image_size: int = SYNTHETIC_SIZE
+) -> Sample:
     """Sample `position` of the synthetic set, drawn from its own rng (seed, stream, position)."""
     label = position * num_classes // num_samples
-    pixels = synthetic_image(label, num_classes, np.random.default_rng([seed, stream, position]))
+    pixels = synthetic_image(label, num_classes, np.random.default_rng([seed, stream, position]), image_size)
     return Sample(encode_png(pixels), "png", label)
 
 
-def synthetic(num_samples: int, num_classes: int, seed: int, stream: int = 0) -> Source:
-    """Encoded PNG images stored sorted by label: label of sample i is i * C // N.
+def synthetic(
+    num_samples: int, num_classes: int, seed: int, stream: int = 0, image_size: int = SYNTHETIC_SIZE
+) -> Source:
+    """Encoded PNG images of `image_size` pixels a side, stored sorted by label: label of sample i is i * C // N.
 
     Any sample can be made again without the others (`synthetic_sample`). `stream` picks an
-    independent draw (0: training, 1: held out).
+    independent draw (0: training, 1: held out). The PNGs are noisy, so they barely compress:
+    a side of 64 makes payloads of about 12 KB, 128 about 48 KB (bench.py uses this to
+    measure realistic sample sizes); decode.py resizes them all to its IMAGE_SIZE.
     """
     if num_samples < 1 or num_classes < 1:
         raise DataError("--num-samples and --num-classes must be at least 1")
+    if image_size < 8:
+        raise DataError(f"--image-size {image_size} is too small: use at least 8 pixels")
     if num_classes > num_samples:
         raise DataError(f"--num-classes {num_classes} exceeds --num-samples {num_samples}: every class needs a sample")
 
     def read(selected: np.ndarray | None) -> Iterator[Sample]:
         for position in range(num_samples):
             if selected is None or selected[position]:
-                yield synthetic_sample(position, num_samples, num_classes, seed, stream)
+                yield synthetic_sample(position, num_samples, num_classes, seed, stream, image_size)
 
     return Source(
         num_samples,
         [f"class_{c}" for c in range(num_classes)],
         read,
-        {"kind": "synthetic", "num_classes": num_classes, "seed": seed, "stream": stream},
+        {"kind": "synthetic", "num_classes": num_classes, "seed": seed, "stream": stream, "image_size": image_size},
         len(next(read(None)).payload) * num_samples,  # every image has about the first one's size
     )
 
