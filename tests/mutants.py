@@ -413,7 +413,7 @@ MUTANTS += [
         "heldout-overlap",
         "prep synthetic draws the held-out samples from the training stream",
         "prep.py",
-        (("seed, stream=1)", "seed, stream=0)"),),
+        (("seed, stream=1, image_size=image_size)", "seed, stream=0, image_size=image_size)"),),
         HELDOUT_OVERLAP,
         backends=("files",),  # prep and sources are the same for every backend and sampler
         samplers=("global",),
