@@ -26,6 +26,7 @@ import torch.distributed as dist
 import typer
 
 from .decode import payload_batch
+from .errors import reported_as_one_line
 from .loader import RankLoader
 from .manifest import MANIFEST, inside
 
@@ -64,6 +65,14 @@ def main(
     if mode not in ("idle", "loader", "naive"):
         raise typer.BadParameter(f"{mode!r} is not idle, loader or naive", param_hint="MODE")
     dist.init_process_group("gloo")
+    try:
+        with reported_as_one_line():
+            hold_an_epoch(mode, data, signals, num_workers, batch_size)
+    finally:
+        dist.destroy_process_group()
+
+
+def hold_an_epoch(mode: str, data: Path, signals: Path, num_workers: int, batch_size: int) -> None:
     rank, world_size = dist.get_rank(), dist.get_world_size()
     held = []
     if mode == "loader":
@@ -94,7 +103,6 @@ def main(
         pass
     del held
     dist.barrier()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ def synthetic(
 
     Any sample can be made again without the others (`synthetic_sample`). `stream` picks an
     independent draw (0: training, 1: held out). The PNGs are noisy, so they barely compress:
-    a side of 64 makes payloads of about 12 KB, 128 about 48 KB (bench.py uses this to
+    a side of 32 makes payloads of about 2.4 KB, 64 about 9.4 KB, 128 about 38 KB (bench.py uses this to
     measure realistic sample sizes); decode.py resizes them all to its IMAGE_SIZE.
     """
     if num_samples < 1 or num_classes < 1:
