@@ -20,6 +20,7 @@ SAMPLER_INDEPENDENT_TESTS = [
     "tests/test_bad_data.py",
     "tests/test_bad_inputs.py",
     "tests/test_ledger.py",
+    "tests/test_run_folder.py",
     "tests/test_bench.py",
 ]
 SAMPLER_INDEPENDENT_CODE = [
@@ -27,6 +28,9 @@ SAMPLER_INDEPENDENT_CODE = [
     "src/{package}/train.py",
     "src/{package}/launcher_watch.py",
     "src/{package}/launch.py",
+    "src/{package}/run_folder.py",
+    "src/{package}/checkpoint.py",
+    "src/{package}/evaluate.py",
     "src/{package}/rank_exit.py",
     "src/{package}/errors.py",
     "src/{package}/prep.py",

@@ -1,0 +1,75 @@
+"""Score a saved checkpoint on the held-out set, in this one process (no torchrun).
+
+    python -m <package>.evaluate --run-dir runs/20261130-142512-3f9c        # its newest checkpoint
+    python -m <package>.evaluate --checkpoint runs/.../checkpoints/epoch-0003-step-000000.pt --data data
+
+The data set and the model's shape come from the run folder's config.json (or --data).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+
+from .checkpoint import load, saved
+from .errors import DataError, reported_as_one_line
+from .loader import HeldoutLoader
+from .model import make_model
+
+app = typer.Typer(add_completion=False)
+
+
+@torch.no_grad()
+def heldout_accuracy(model: torch.nn.Module, heldout: HeldoutLoader) -> tuple[int, int]:
+    """(correct, total) over the whole held-out set."""
+    model.eval()
+    correct = total = 0
+    for batch in heldout:
+        correct += (model(batch["x"]).argmax(1) == batch["y"]).sum().item()
+        total += len(batch["y"])
+    return correct, total
+
+
+def newest_checkpoint(run_dir: Path) -> Path:
+    found = saved(run_dir / "checkpoints")
+    if not found:
+        raise DataError(f"{run_dir / 'checkpoints'} holds no checkpoint: pass the --run-dir of a run that wrote one")
+    return found[-1][1]
+
+
+@app.command()
+def main(
+    run_dir: Annotated[Path | None, typer.Option(help="A run folder: its newest checkpoint and its data")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="A checkpoint file (default: the run's newest)")] = None,
+    data: Annotated[str | None, typer.Option(help="Prepared data set (default: the run's, from config.json)")] = None,
+) -> None:
+    """Held-out accuracy of a checkpoint."""
+    with reported_as_one_line():
+        if run_dir is None and checkpoint is None:
+            raise DataError("pass --run-dir (a run folder) or --checkpoint (a checkpoint file)")
+        if run_dir is not None and not (run_dir / "config.json").is_file():
+            raise DataError(f"{run_dir} holds no config.json: pass the folder a run wrote (train.sh --run-dir)")
+        path = checkpoint or newest_checkpoint(run_dir)
+        if data is None:
+            if run_dir is None:
+                raise DataError("pass --data: without --run-dir the data set is not known")
+            data = json.loads((run_dir / "config.json").read_text())["data"]
+        heldout_dir = f"{str(data).rstrip('/')}/heldout"
+        heldout = HeldoutLoader(heldout_dir, world_size=1, rank=0, batch_size=256)
+        state = load(path)
+        example = next(iter(heldout))["x"][0]
+        model = make_model(example, heldout.manifest["num_classes"])
+        model.load_state_dict(state["model"])
+        correct, total = heldout_accuracy(model, heldout)
+    print(
+        f"{path}: epoch {state['epoch']} step {state['step']}: held-out accuracy {correct / max(total, 1):.4f} "
+        f"({correct} of {total})"
+    )
+
+
+if __name__ == "__main__":
+    app()
