@@ -76,7 +76,7 @@ def demo(session: nox.Session) -> None:
         "./train.sh", "--data", "data", "--epochs", "3", "--ledger", "ledger", external=True, env={"NPROC": "2"}
     )
     session.run("python", "-m", f"{package}.audit", "ledger", "ledger", "--data", "data", "--png", "shuffle_audit.png")
-    session.log(f"the project: {project} (data/, ledger/, shuffle_audit.png); cd there and run `nox -s test`")
+    session.log(f"the project: {project} (data/, ledger/, runs/, shuffle_audit.png); cd there and run `nox -s test`")
 
 
 @nox.session
