@@ -44,7 +44,7 @@ MUTANTS = [
         "epoch-not-passed",
         "the epoch is not passed to the sampler (same order every epoch)",
         "loader.py",
-        (("            self.seed,\n            epoch,\n", "            self.seed,\n            0,\n"),),
+        (("self.seed, epoch, len(self.dataset)", "self.seed, 0, len(self.dataset)"),),
         # sequential promises no shuffle: there it is the left-out set that must move
         ORDER_REPEATS + r"|the same \d+ samples were left out in both epochs",
     ),
@@ -52,7 +52,12 @@ MUTANTS = [
         "epoch-not-passed",
         "the epoch is not passed to the workers' stream (same shards, same order every epoch)",
         "loader.py",
-        (("self.loader.worker_batches(self.epoch, worker, skip)", "self.loader.worker_batches(0, worker, skip)"),),
+        (
+            (
+                "self.loader.worker_batches(self.epoch, worker, skip, self.prior)",
+                "self.loader.worker_batches(0, worker, skip, self.prior)",
+            ),
+        ),
         ORDER_REPEATS + r"|the same \d+ samples were left out in both epochs",
         **WEBDATASET_ONLY,
     ),
@@ -63,8 +68,8 @@ MUTANTS = [
         "plan.py",
         (
             (
-                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[rank, start_step:]",
-                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[0, start_step:]",
+                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[rank]",
+                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[0]",
             ),
         ),
         DUPLICATES,
@@ -82,7 +87,7 @@ MUTANTS = [
         "seed-per-rank",
         "a different seed on each rank: per-rank permutations overlap",
         "loader.py",
-        (("            self.seed,\n            epoch,\n", "            self.seed + self.rank,\n            epoch,\n"),),
+        (("self.seed, epoch, len(self.dataset)", "self.seed + self.rank, epoch, len(self.dataset)"),),
         DUPLICATES,
         samplers=SHUFFLING,
     ),
@@ -106,10 +111,9 @@ MUTANTS = [
         "plan.py",
         (
             (
-                "    return order[: steps * global_batch].reshape(",
-                "    steps = -(-num_samples // global_batch)\n"
-                "    order = np.concatenate([order, order[: steps * global_batch - num_samples]])\n"
-                "    return order[: steps * global_batch].reshape(",
+                "    steps = len(rest) // (world_size * batch_size)\n",
+                "    steps = -(-len(rest) // (world_size * batch_size))\n"
+                "    rest = np.concatenate([rest, rest[: steps * world_size * batch_size - len(rest)]])\n",
             ),
         ),
         DUPLICATES,
@@ -166,7 +170,7 @@ MUTANTS = [
         "sampling.py",
         (
             ("np.random.default_rng([seed, epoch]).permutation", "np.random.default_rng([seed]).permutation"),
-            ("SeedSequence([seed, epoch, rank, worker])", "SeedSequence([seed, rank, worker])"),
+            ("key = [seed, epoch, rank, worker]", "key = [seed, rank, worker]"),
         ),
         ORDER_REPEATS + r"|same shards",
         **WEBDATASET_ONLY,
@@ -176,7 +180,7 @@ MUTANTS = [
         "workers-share-a-seed",
         "all DataLoader workers of a rank shuffle their buffers with the same seed",
         "sampling.py",
-        (("SeedSequence([seed, epoch, rank, worker])", "SeedSequence([seed, epoch, rank])"),),
+        (("key = [seed, epoch, rank, worker]", "key = [seed, epoch, rank]"),),
         r"seed",
         **WEBDATASET_ONLY,
     ),
@@ -200,8 +204,8 @@ MUTANTS = [
         "plan.py",
         (
             (
-                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[rank, start_step:]",
-                "plan = epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size)[rank, start_step:]\n"
+                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[rank]",
+                "plan = epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[rank]\n"
                 "    return plan[:-1] if rank == 0 else plan",
             ),
         ),
@@ -435,8 +439,8 @@ MUTANTS += [
         "loader.py",
         (
             (
-                "batch_sampler=PlannedBatches(plan),",
-                'batch_sampler=self.__dict__.setdefault("first_plan", PlannedBatches(plan)),',
+                "batch_sampler=PlannedBatches(self.plan(epoch, done)),",
+                'batch_sampler=self.__dict__.setdefault("first_plan", PlannedBatches(self.plan(epoch, done))),',
             ),
         ),
         OLD_EPOCH,
@@ -449,8 +453,8 @@ MUTANTS += [
         "loader.py",
         (
             (
-                "RankEpoch(self, epoch, start_step),",
-                'self.__dict__.setdefault("first_epoch", RankEpoch(self, epoch, start_step)),',
+                "RankEpoch(self, epoch, done),",
+                'self.__dict__.setdefault("first_epoch", RankEpoch(self, epoch, done)),',
             ),
         ),
         OLD_EPOCH,
@@ -525,5 +529,68 @@ MUTANTS += [
         r"delivered broken bytes|differs|delivered other batches|requests, expected",
         **WEBDATASET_ONLY,
         only_test="tests/test_http_faults.py",
+    ),
+]
+
+# 16. Resume (issue "Runs that survive"): what a resumed run gets wrong without a test
+# comparing it with an uninterrupted one.
+RESUME_DIFFERS = r"differs from the uninterrupted run's|other losses than the uninterrupted run|other weights than"
+MUTANTS += [
+    Mutant(
+        "resume-restarts-epoch",
+        "a resumed run starts the interrupted epoch again from step 0",
+        "train.py",
+        (("            done = start.done if epoch == start.epoch else ()", "            done = ()"),),
+        RESUME_DIFFERS + r"|delivered more than once|did not resume",
+        backends=("files",),  # train.py's loop is the same for every backend
+        samplers=("global",),
+        only_test="tests/test_resume.py",
+    ),
+    Mutant(
+        "resume-forgets-rng",
+        "a resumed run draws its dropout from a fresh seed instead of the checkpoint's random state",
+        "checkpoint.py",
+        (('        restore_rng(ranks[rank]["rng"])', "        seed_rank(seed, rank)"),),
+        RESUME_DIFFERS,
+        backends=("arrow",),
+        samplers=("global",),
+        only_test="tests/test_resume.py::test_a_stopped_run_resumed_writes_the_ledger_and_weights_of_an_uninterrupted_run",
+    ),
+    Mutant(
+        "resume-forgets-buffer",
+        "a resumed worker skips the samples it had read and fills a fresh buffer, instead of replaying the buffer",
+        "sampling.py",
+        (
+            ("rng=rng)(iter(items))", "rng=rng)(iter(list(items)[skip * batch_size :]))"),
+            ("        if index >= skip:", "        if True:"),
+        ),
+        r"did not continue the epoch|differs from the uninterrupted|delivered more than once",
+        **WEBDATASET_ONLY,
+    ),
+    Mutant(
+        "resume-ledger-appended",
+        "a resumed run appends to the ledger without dropping the steps after its checkpoint",
+        "ledger.py",
+        (("                truncate_before(path, *resume_at)", "                pass"),),
+        r"kept the steps after its checkpoint",
+        backends=("memory",),  # ledger.py is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_ledger.py",
+    ),
+    Mutant(
+        "elastic-redeals-everything",
+        "a run resumed on another number of ranks deals the whole epoch again to the new ranks",
+        "plan.py",
+        (("    rest = order[sum(stretch.steps * stretch.world_size for stretch in done) * batch_size :]", "    rest = order"),),
+        DUPLICATES + r"|did not continue the epoch",
+        backends=("memory",),
+    ),
+    Mutant(
+        "elastic-redeals-everything",
+        "a run resumed on other sizes deals the whole epoch again to the new ranks and workers",
+        "sampling.py",
+        (("    kept[delivered] = False\n", ""),),
+        DUPLICATES + r"|did not continue the epoch",
+        **WEBDATASET_ONLY,
     ),
 ]

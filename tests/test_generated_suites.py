@@ -21,6 +21,7 @@ SAMPLER_INDEPENDENT_TESTS = [
     "tests/test_bad_inputs.py",
     "tests/test_ledger.py",
     "tests/test_run_folder.py",
+    "tests/test_resume.py",
     "tests/test_bench.py",
 ]
 SAMPLER_INDEPENDENT_CODE = [
@@ -30,6 +31,8 @@ SAMPLER_INDEPENDENT_CODE = [
     "src/{package}/launch.py",
     "src/{package}/run_folder.py",
     "src/{package}/checkpoint.py",
+    "src/{package}/progress.py",
+    "src/{package}/ledger.py",
     "src/{package}/evaluate.py",
     "src/{package}/rank_exit.py",
     "src/{package}/errors.py",

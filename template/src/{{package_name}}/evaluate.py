@@ -24,12 +24,15 @@ app = typer.Typer(add_completion=False)
 
 
 @torch.no_grad()
-def heldout_accuracy(model: torch.nn.Module, heldout: HeldoutLoader) -> tuple[int, int]:
-    """(correct, total) over the whole held-out set."""
+def heldout_accuracy(
+    model: torch.nn.Module, heldout: HeldoutLoader, device: torch.device = torch.device("cpu")
+) -> tuple[int, int]:
+    """(correct, total) over `heldout` (a rank's share of it, in training), in eval mode."""
     model.eval()
     correct = total = 0
     for batch in heldout:
-        correct += (model(batch["x"]).argmax(1) == batch["y"]).sum().item()
+        logits = model(batch["x"].to(device, non_blocking=True))
+        correct += (logits.argmax(1).cpu() == batch["y"]).sum().item()
         total += len(batch["y"])
     return correct, total
 

@@ -31,13 +31,18 @@ def left_out(delivered: Delivered, num_samples: int) -> set[int]:
     return set(range(num_samples)) - set(global_order(delivered).tolist())
 
 
-def epoch_problems(delivered: Delivered, num_samples: int, num_workers: int, batch_size: int) -> list[str]:
-    """Guarantees 1-3 for one epoch; an empty list means they hold."""
+def epoch_problems(
+    delivered: Delivered, num_samples: int, num_workers: int, batch_size: int, before: Sequence[Delivered] = ()
+) -> list[str]:
+    """Guarantees 1-3 for one epoch; an empty list means they hold. `before`: the stretches of an
+    epoch resumed on other sizes that ran before `delivered` (progress.py), each on its own ranks;
+    the bound on what is left out is then that of the last stretch's sizes."""
     problems = []
-    steps = [len(batches) for batches in delivered]
-    if len(set(steps)) > 1:
-        problems.append(f"ranks ran different numbers of steps {steps}: DDP would hang")
-    order = global_order(delivered)
+    for stretch in [*before, delivered]:
+        steps = [len(batches) for batches in stretch]
+        if len(set(steps)) > 1:
+            problems.append(f"ranks ran different numbers of steps {steps}: DDP would hang")
+    order = np.concatenate([global_order(stretch) for stretch in [*before, delivered]])
     repeated = {p: n for p, n in Counter(order.tolist()).items() if n > 1}
     if repeated:
         example = sorted(repeated)[:5]

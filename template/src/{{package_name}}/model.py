@@ -1,13 +1,16 @@
 """The classifier: a small CNN for images, an MLP for anything else, picked by the input's shape.
 
 Images arrive as uint8 [3, H, W] (decode.py) and are scaled to [0, 1] on the device, so the
-worker-to-trainer hand-off moves a quarter of the bytes of float32.
+worker-to-trainer hand-off moves a quarter of the bytes of float32. Dropout draws from each
+rank's own random state (checkpoint.seed_rank), which a checkpoint saves and a resume restores.
 """
 
 import math
 
 import torch
 from torch import nn
+
+DROPOUT = 0.1
 
 
 class ToUnitRange(nn.Module):
@@ -32,6 +35,7 @@ def make_model(example: torch.Tensor, num_classes: int, width: int = 32) -> nn.M
             nn.ReLU(),
             nn.AdaptiveAvgPool2d(1),
             nn.Flatten(),
+            nn.Dropout(DROPOUT),
             nn.Linear(2 * width, num_classes),
         )
     hidden = 4 * width
@@ -42,5 +46,6 @@ def make_model(example: torch.Tensor, num_classes: int, width: int = 32) -> nn.M
         nn.ReLU(),
         nn.Linear(hidden, hidden),
         nn.ReLU(),
+        nn.Dropout(DROPOUT),
         nn.Linear(hidden, num_classes),
     )

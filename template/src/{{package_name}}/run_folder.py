@@ -2,7 +2,8 @@
 
     runs/20261130-142512-3f9c/        (train.sh --run-dir DIR picks another)
       config.json      the options, the project's Copier answers, its git commit (and whether the
-                       tree was dirty), library versions, world size, hosts, the data manifest's sha256
+                       tree was dirty), library versions, world size, hosts, the data manifest's sha256;
+                       "resumes": when, where and on how many ranks the run was resumed
       metrics.jsonl    one line per epoch: loss, accuracy, held-out accuracy, samples/s, and the
                        fraction of the epoch's wall time the ranks waited for data
       checkpoints/     epoch-EEEE-step-SSSSSS.pt: model, optimizer and position (checkpoint.py)
@@ -25,6 +26,8 @@ from typing import Any
 
 import torch.distributed as dist
 
+from .errors import DataError
+from .ledger import keep_lines
 from .manifest import MANIFEST, sha256_file
 
 PROJECT = Path(__file__).resolve().parents[2]  # src/<package>/run_folder.py -> the project
@@ -36,11 +39,34 @@ def new_run_dir(root: str | Path = "runs") -> Path:
     return Path(root) / f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
 
 
-def agreed_run_dir(run_dir: Path | None) -> Path:
-    """The run folder every rank uses: `run_dir`, or a new one that rank 0 names for all."""
-    choice = [str(run_dir) if run_dir is not None else (str(new_run_dir()) if dist.get_rank() == 0 else None)]
+def newest_run_dir(root: str | Path = "runs") -> Path:
+    """The run folder under `root` started last (names sort by start time)."""
+    runs = sorted(path for path in Path(root).glob("*") if (path / "checkpoints").is_dir())
+    if not runs:
+        raise DataError(f"--resume: no run folder with checkpoints in {root}/: pass --run-dir")
+    return runs[-1]
+
+
+def agreed_run_dir(run_dir: Path | None, resume: bool = False) -> Path:
+    """The run folder every rank uses, rank 0's choice: `run_dir`, else with `resume` the newest
+    in runs/, else a new one. Ranks of other nodes may have been given another default."""
+    choice: list[str | None] = [None]
+    if dist.get_rank() == 0:
+        try:
+            chosen = run_dir if run_dir is not None else newest_run_dir() if resume else new_run_dir()
+            choice = [str(chosen)]
+        except DataError as err:
+            choice = [f"error: {err}"]
     dist.broadcast_object_list(choice, src=0)
+    if choice[0].startswith("error: "):
+        raise DataError(choice[0].removeprefix("error: "))
     return Path(choice[0])
+
+
+def manifest_sha256(data: str | Path) -> str | None:
+    """The sha256 of the data set's manifest (None for data served over http)."""
+    manifest = Path(str(data)) / MANIFEST
+    return sha256_file(manifest) if "://" not in str(data) and manifest.is_file() else None
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
@@ -78,7 +104,6 @@ def config(options: dict[str, Any], data: str | Path, world_size: int) -> dict[s
     hosts: list[Any] = [None] * world_size
     dist.all_gather_object(hosts, socket.gethostname())
     answers = PROJECT / ".copier-answers.yml"
-    manifest = Path(str(data)) / MANIFEST
     return {
         "options": options,
         "copier_answers": answers.read_text() if answers.is_file() else None,
@@ -87,7 +112,7 @@ def config(options: dict[str, Any], data: str | Path, world_size: int) -> dict[s
         "world_size": world_size,
         "hosts": sorted(set(hosts)),
         "data": str(data) if "://" in str(data) else str(Path(data).resolve()),
-        "manifest_sha256": sha256_file(manifest) if manifest.is_file() else None,
+        "manifest_sha256": manifest_sha256(data),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -99,9 +124,24 @@ class RunFolder:
         self.path = path
         self.checkpoints = path / "checkpoints"
 
-    def start(self, config: dict[str, Any]) -> None:
+    def start(self, config: dict[str, Any], resumed_at: Any = None) -> None:
+        """A new run writes config.json and starts metrics.jsonl afresh. A resumed one keeps
+        both: it adds when, where and on how many ranks it resumed to config.json's "resumes",
+        and drops the metrics of the epochs it runs again (a run killed after its last line)."""
         self.checkpoints.mkdir(parents=True, exist_ok=True)
-        write_json_atomically(self.path / "config.json", config)
+        metrics = self.path / "metrics.jsonl"
+        config_file = self.path / "config.json"
+        if resumed_at is None or not config_file.is_file():
+            write_json_atomically(config_file, config)
+            metrics.unlink(missing_ok=True)
+            return
+        first = json.loads(config_file.read_text())
+        resume = {"epoch": resumed_at.epoch, "step": resumed_at.step, "started": config["started"]}
+        resume.update(world_size=config["world_size"], hosts=config["hosts"], options=config["options"])
+        first.setdefault("resumes", []).append(resume)
+        write_json_atomically(config_file, first)
+        if metrics.is_file():
+            keep_lines(metrics, lambda line: line["epoch"] < resumed_at.epoch)
 
     def log_epoch(self, metrics: dict[str, Any]) -> None:
         with open(self.path / "metrics.jsonl", "a") as f:
