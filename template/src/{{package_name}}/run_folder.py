@@ -5,7 +5,8 @@
                        tree was dirty), library versions, world size, hosts, the data manifest's sha256;
                        "resumes": when, where and on how many ranks the run was resumed
       metrics.jsonl    one line per epoch: loss, accuracy, held-out accuracy, samples/s, and the
-                       fraction of the epoch's wall time the ranks waited for data
+                       fraction of the epoch's wall time the ranks waited for data; with
+                       --log-every N also one every N steps, with the "step" it was written after
       checkpoints/     epoch-EEEE-step-SSSSSS.pt: model, optimizer and position (checkpoint.py)
 
 Rank 0 writes; every file is written to a temporary name and renamed, so a killed run leaves
@@ -140,9 +141,10 @@ class RunFolder:
         resume.update(world_size=config["world_size"], hosts=config["hosts"], options=config["options"])
         first.setdefault("resumes", []).append(resume)
         write_json_atomically(config_file, first)
-        if metrics.is_file():
-            keep_lines(metrics, lambda line: line["epoch"] < resumed_at.epoch)
+        if metrics.is_file():  # epoch lines have no "step"; --log-every lines do
+            position = (resumed_at.epoch, resumed_at.step)
+            keep_lines(metrics, lambda line: (line["epoch"], line.get("step", float("inf"))) <= position)
 
-    def log_epoch(self, metrics: dict[str, Any]) -> None:
+    def log(self, metrics: dict[str, Any]) -> None:
         with open(self.path / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
