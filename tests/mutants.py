@@ -581,7 +581,12 @@ MUTANTS += [
         "elastic-redeals-everything",
         "a run resumed on another number of ranks deals the whole epoch again to the new ranks",
         "plan.py",
-        (("    rest = order[sum(stretch.steps * stretch.world_size for stretch in done) * batch_size :]", "    rest = order"),),
+        (
+            (
+                "    rest = order[sum(stretch.steps * stretch.world_size for stretch in done) * batch_size :]",
+                "    rest = order",
+            ),
+        ),
         DUPLICATES + r"|did not continue the epoch",
         backends=("memory",),
     ),

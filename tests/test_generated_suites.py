@@ -23,9 +23,13 @@ SAMPLER_INDEPENDENT_TESTS = [
     "tests/test_run_folder.py",
     "tests/test_resume.py",
     "tests/test_bench.py",
+    "tests/test_multinode.py",
+    "tests/test_shell_scripts.py",
 ]
 SAMPLER_INDEPENDENT_CODE = [
     "train.sh",
+    "slurm/train.sbatch",
+    "scripts/gpu_smoke.sh",
     "src/{package}/train.py",
     "src/{package}/launcher_watch.py",
     "src/{package}/launch.py",

@@ -1,19 +1,27 @@
-"""torchrun, with a failed run reported in one line.
+"""torchrun on one node or several, with failures and restarts reported in one line each.
 
-train.sh runs `python -m <package>.launch --nproc-per-node N <training options>`. This
-starts torchrun's own launcher (torch.distributed.run) in this process, so rendezvous,
-the ranks' environment and stopping the other ranks when one fails are torchrun's. What
-changes is what the user reads when a run fails:
+train.sh runs `python -m <package>.launch --nproc-per-node N [--nnodes M --node-rank R
+--master-addr HOST --master-port P --max-restarts K] <training options>`. This starts
+torchrun's own launcher (torch.distributed.run) in this process, so rendezvous, the ranks'
+environment, stopping the other ranks when one fails and restarting them are torchrun's.
+What changes is what the user reads:
 
 - A rank that meets bad data or a bad option appends its `error: ...` line to a file this
   launcher owns instead of printing it. Several ranks often meet the same problem (each
   reads the same broken sample), and torchrun would follow their lines with its own
   report and a Python traceback of the launcher. Instead, each distinct line is printed
-  once and the exit code is 2, as for every other bad input of the project.
-- A rank that dies of a signal or of a Python exception is named in one `error:` line,
-  with its exit code or signal; a Python exception's traceback stays above it, as the
-  rank printed it. The other ranks then lose it in their next collective: they stop
+  once and the exit code is 2, as for every other bad input of the project. A restart
+  would meet the same input again, so there is none.
+- A rank that dies of a signal or of a Python exception makes torchrun restart every rank of
+  every node, up to --max-restarts times; each restart is one `restart: ...` line naming the
+  rank, how it ended and the restarts left. When none are left, the rank is named in one
+  `error:` line, with its exit code or signal; a Python exception's traceback stays above
+  it, as the rank printed it. The other ranks lose it in their next collective: they stop
   without a traceback, and the launcher names the rank that died, not them.
+- Without --run-dir (or --resume) in the training options, the launcher adds
+  `--run-dir runs/<time>-<id>`, chosen once here: every restart of the ranks then works in the
+  same run folder and resumes from its checkpoint (on several nodes, rank 0's folder is
+  everyone's: train.py broadcasts it).
 """
 
 from __future__ import annotations
@@ -24,43 +32,238 @@ import shutil
 import signal
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT
 
 
+@dataclass(frozen=True)
+class Layout:
+    """This node's place in the run (train.sh reads it from NPROC, NNODES, NODE_RANK, ...)."""
+
+    nproc_per_node: int
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+    max_restarts: int = 3
+
+
+OPTIONS = {f"--{name.replace('_', '-')}": name for name in Layout.__dataclass_fields__}
+
+
 def usage() -> str:
-    return f"usage: python -m {__package__}.launch --nproc-per-node N [training options]"
+    return (
+        f"usage: python -m {__package__}.launch --nproc-per-node N [--nnodes M --node-rank R "
+        "--master-addr HOST --master-port P --max-restarts K] [training options]"
+    )
 
 
-def torchrun_arguments(nproc: int, training_options: list[str], log_dir: Path) -> list[str]:
+def parse(argv: list[str]) -> tuple[Layout, list[str]] | None:
+    """The launcher's options (they come first), and the training options after them; None if malformed."""
+    given: dict[str, str] = {}
+    while len(argv) >= 2 and argv[0] in OPTIONS:
+        given[OPTIONS[argv[0]]], argv = argv[1], argv[2:]
+    numbers = {name: value for name, value in given.items() if name != "master_addr"}
+    if "nproc_per_node" not in given or not all(value.isdigit() for value in numbers.values()):
+        return None
+    layout = Layout(**{name: value if name == "master_addr" else int(value) for name, value in given.items()})
+    if layout.nproc_per_node < 1 or layout.nnodes < 1 or layout.node_rank >= layout.nnodes:
+        return None
+    if not 0 < layout.master_port < 65536 or not layout.master_addr:
+        return None
+    return layout, argv
+
+
+def rendezvous_arguments(layout: Layout) -> list[str]:
+    """How torchrun's agents (one per node) meet.
+
+    One node: `--standalone`. Several: torchrun's c10d rendezvous, its store hosted by node 0 at
+    MASTER_ADDR:MASTER_PORT (`is_host`: node 0 must run there; torch's guess from host names
+    fails for an alias or a second network card). c10d's agents meet in a new round at every
+    restart, and with TORCH_DISABLE_SHARE_RDZV_TCP_STORE (main() sets it) the ranks of each round
+    get a new store too. Not the static rendezvous (`--node-rank`, `--master-addr`): its agents'
+    store is the ranks' store for the whole run, and the restarted ranks of the node that restarts
+    first read there the addresses the other node's dead ranks left. Tried with two nodes on one
+    machine and a rank killed (torch 2.13): static failed its first restart ("Connection refused")
+    and hung in its second; c10d sharing its store failed every restart the same way; c10d as
+    here resumed. c10d numbers the nodes itself (by host name, then process id), so global ranks
+    need not follow NODE_RANK; nothing depends on them (a node's ranks share memory by GROUP_RANK).
+    """
+    if layout.nnodes == 1:
+        # The ranks' own store on the loopback address: nothing depends on this host's name resolving.
+        return ["--standalone", "--local-addr", "127.0.0.1"]
+    host = layout.master_addr
+    if ":" in host and not host.startswith("["):  # an IPv6 address
+        host = f"[{host}]"
+    # Nodes on this machine (a loopback MASTER_ADDR): their ranks too meet on the loopback address,
+    # not at this host's name, which may not resolve (in a container, say).
+    here = ["--local-addr", "127.0.0.1"] if host in ("127.0.0.1", "localhost", "[::1]") else []
     return [
-        "--standalone", "--nproc-per-node", str(nproc), "--log-dir", str(log_dir),
-        "-m", f"{__package__}.train", *training_options,
+        "--nnodes", str(layout.nnodes),
+        "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", f"{host}:{layout.master_port}",
+        "--rdzv-id", f"{__package__}-{layout.master_port}",  # the same on every node, without another variable
+        "--rdzv-conf", f"is_host={str(layout.node_rank == 0).lower()}",
+        *here,
     ]  # fmt: skip
 
 
-def describe_failure(rank: int, exitcode: int) -> str:
-    """One line for a rank that ended without reporting a DataError."""
+def torchrun_arguments(layout: Layout, training_options: list[str], log_dir: Path) -> list[str]:
+    return [
+        *rendezvous_arguments(layout),
+        "--nproc-per-node", str(layout.nproc_per_node), "--max-restarts", str(layout.max_restarts),
+        "--log-dir", str(log_dir), "-m", f"{__package__}.train", *training_options,
+    ]  # fmt: skip
+
+
+def with_run_dir(training_options: list[str]) -> list[str]:
+    """The options with a --run-dir: the given one, or a new runs/<time>-<id> that every restart
+    reuses; with --resume alone, train.py's choice (the newest run folder) is left to it."""
+    if any(option in ("--run-dir", "--resume") or option.startswith("--run-dir=") for option in training_options):
+        return training_options
+    from .run_folder import new_run_dir  # imports torch: only when launching
+
+    return [*training_options, "--run-dir", str(new_run_dir())]
+
+
+def what_ended(rank: int, exitcode: int) -> str:
+    """How a rank ended without reporting a DataError, in words."""
     if exitcode < 0:
         name = signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else f"signal {-exitcode}"
         hint = " (often the kernel's out-of-memory killer: see dmesg)" if name == "SIGKILL" else ""
-        return f"error: rank {rank} was killed by {name}{hint}; its last output is above"
-    return f"error: rank {rank} failed with exit code {exitcode}; its traceback is above"
+        return f"rank {rank} was killed by {name}{hint}; its last output is above"
+    return f"rank {rank} failed with exit code {exitcode}; its traceback is above"
+
+
+# How the other ranks of a node end once one failed: they lose it in a collective (LOST_PEER_EXIT),
+# or torchrun ends them with SIGTERM (it lists them among the failures too).
+CONSEQUENCES = (LOST_PEER_EXIT, -signal.SIGTERM)
+
+
+def first_failure(failures: dict, nnodes: int) -> str | None:
+    """How the rank that failed first ended, in words, leaving out the ranks that ended because of
+    it; None when every rank of this node did, on several nodes: the cause was on another node."""
+    crashed = {rank: failure for rank, failure in failures.items() if failure.exitcode not in CONSEQUENCES}
+    if not crashed and nnodes > 1:
+        return None
+    # On one node with only consequences (a rank stopped by hand with SIGTERM): one that a signal
+    # ended before those that lost it. Timestamps are in seconds: ties are common.
+    rank, failure = min(
+        (crashed or failures).items(), key=lambda item: (item[1].exitcode == LOST_PEER_EXIT, item[1].timestamp)
+    )
+    return what_ended(rank, failure.exitcode)
+
+
+def reported_causes(error_file: Path) -> list[str]:
+    """The distinct error lines the ranks reported as causes (a bad input), in order."""
+    reported = list(dict.fromkeys(error_file.read_text().splitlines()))
+    return [line for line in reported if not line.startswith(CONSEQUENCE)]
+
+
+OTHER_NODE = "a rank on another node ended first (that node's output names it)"
+
+
+def restart_line(failures: dict | None, restarts_left: int, nnodes: int) -> str:
+    left = f"{restarts_left} restart{'' if restarts_left == 1 else 's'} left"
+    if not failures:  # this node's ranks were well: another node's agent asked for the new round
+        return f"restart: {OTHER_NODE}; restarting the ranks of this node with it ({left} here)"
+    return f"restart: {first_failure(failures, nnodes) or OTHER_NODE}; restarting all ranks, {left}"
+
+
+def report_restarts(error_file: Path, nnodes: int) -> None:
+    """Have torchrun's agent print one line for each restart, and not restart after a bad input.
+
+    The agent's hooks are private: `_monitor_workers` returns the state of this node's ranks
+    (their failures, by global rank), `_restart_workers` is called for each restart, after the
+    count of restarts left went down (or not: a restart that another node asked for is free).
+    """
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.launcher import api
+
+    class ReportingAgent(LocalElasticAgent):
+        failures: dict | None = None  # of this node's ranks, since the last restart
+
+        def _monitor_workers(self, worker_group):
+            result = super()._monitor_workers(worker_group)
+            if result.is_failed():
+                self.failures = result.failures
+                if reported_causes(error_file):  # bad data or options: every restart would meet them again
+                    self._remaining_restarts = 0
+            return result
+
+        def _restart_workers(self, worker_group) -> None:
+            print(restart_line(self.failures, self._remaining_restarts, nnodes), file=sys.stderr, flush=True)
+            self.failures = None
+            error_file.write_text("")  # the next round's lines only
+            super()._restart_workers(worker_group)
+
+    api.LocalElasticAgent = ReportingAgent  # launch_agent() makes its agent from this name
+
+
+def rendezvous_failure(err: Exception, layout: Layout) -> str:
+    """One line for a rendezvous of several nodes that did not happen, naming what to check."""
+    from torch.distributed.elastic.rendezvous import (
+        RendezvousClosedError,
+        RendezvousConnectionError,
+        RendezvousTimeoutError,
+    )
+
+    where = f"{layout.master_addr}:{layout.master_port}"
+    if isinstance(err, RendezvousClosedError):
+        return "error: the run ended on another node (its output says why); this node's ranks stopped too"
+    if isinstance(err, RendezvousTimeoutError):
+        return (
+            f"error: not all NNODES={layout.nnodes} nodes joined the rendezvous at {where} in time: start "
+            "./train.sh on every node with the same NNODES, MASTER_ADDR and MASTER_PORT, and NODE_RANK 0..NNODES-1"
+        )
+    if isinstance(err, RendezvousConnectionError) and layout.node_rank == 0:
+        return (
+            f"error: node 0 cannot host the rendezvous at {where}: MASTER_ADDR must be this machine and MASTER_PORT "
+            "free here (pick another)"
+        )
+    if isinstance(err, RendezvousConnectionError):
+        return (
+            f"error: cannot reach the rendezvous at {where}: run node 0 (NODE_RANK=0) there, and let "
+            "MASTER_PORT through between the nodes"
+        )
+    return f"error: the rendezvous at {where} failed: {err}"
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] != "--nproc-per-node" or not argv[1].isdigit() or int(argv[1]) < 1:
+    parsed = parse(argv)
+    if parsed is None:
         print(usage(), file=sys.stderr)
         return 2
+    layout, training_options = parsed
+    # torch's C++ log in this process: a store client that cannot reach node 0 logs each retry
+    # with a stack trace before the one line below says so. Read once, as torch loads; the ranks
+    # get the user's setting back.
+    cpp_log_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
+    os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
+    training_options = with_run_dir(training_options)
     # Imported here: torch takes seconds to import, and the usage line needs none of it.
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous import RendezvousError
     from torch.distributed.run import parse_args, run
 
-    # torchrun logs the failed rank and the SIGTERM it sends the others; this launcher
-    # reports the failure itself, in one line.
-    logging.getLogger("torch.distributed.elastic.multiprocessing.api").setLevel(logging.CRITICAL)
+    if cpp_log_level is None:
+        del os.environ["TORCH_CPP_LOG_LEVEL"]
+    else:
+        os.environ["TORCH_CPP_LOG_LEVEL"] = cpp_log_level
+
+    # torchrun logs each failed rank, the SIGTERM it sends the others and every step of a restart
+    # (with tracebacks of what it retries); this launcher reports all of that itself, in one line.
+    # Its records end here instead of reaching torch's handler; the ranks are other processes.
+    for name in ("torch.distributed.elastic", "torch.distributed.launcher", "torch.distributed.run"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
+        logging.getLogger(name).propagate = False
+    # A new store for the ranks of every restart, hosted by their rank 0: in the store torchrun's
+    # agent would share across restarts (its default), the ranks of the node that restarts first
+    # find the addresses of the other node's dead ranks and fail to connect (rendezvous_arguments).
+    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     # The ranks' error lines, and torchrun's per-run log folder, which it would otherwise
     # create in /tmp and leave there after every run.
     scratch = Path(tempfile.mkdtemp(prefix=f"{__package__}-launch-"))
@@ -77,19 +280,21 @@ def main(argv: list[str]) -> int:
     # torchrun's own default for several ranks per node, set here so that it does not warn about
     # it on every launch; export OMP_NUM_THREADS to give each rank more threads.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    report_restarts(error_file, layout.nnodes)
     try:
-        run(parse_args(torchrun_arguments(int(argv[1]), argv[2:], log_dir=scratch / "torchrun")))
+        run(parse_args(torchrun_arguments(layout, training_options, log_dir=scratch / "torchrun")))
         return 0
     except ChildFailedError as failed:
-        reported = list(dict.fromkeys(error_file.read_text().splitlines()))
-        causes = [line for line in reported if not line.startswith(CONSEQUENCE)]
+        causes = reported_causes(error_file)
         if causes:  # the ranks' own lines name the problem and the fix
             print("\n".join(causes), file=sys.stderr)
             return 2
         # No rank named a cause: name the rank that died, not those that then lost it.
-        crashed = {rank: f for rank, f in failed.failures.items() if f.exitcode != LOST_PEER_EXIT}
-        rank, failure = min(crashed.items() or failed.failures.items(), key=lambda item: item[1].timestamp)
-        print(describe_failure(rank, failure.exitcode), file=sys.stderr)
+        failure = first_failure(failed.failures, layout.nnodes) or OTHER_NODE
+        print(f"error: {failure}", file=sys.stderr)
+        return 1
+    except RendezvousError as err:
+        print(rendezvous_failure(err, layout), file=sys.stderr)
         return 1
     except SignalException as stopped:
         print(f"error: train.sh was stopped by {stopped.sigval.name}; its ranks were stopped too", file=sys.stderr)
