@@ -9,13 +9,10 @@ from pathlib import Path
 
 import pytest
 from copier import run_copy
+from variants import COMBINATIONS  # noqa: F401  (imported from here by the test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "myexp"
-
-MAP_STYLE_BACKENDS = ["memory", "files", "arrow"]
-MAP_STYLE_SAMPLERS = ["global", "block", "sequential"]
-COMBINATIONS = [(b, s) for b in MAP_STYLE_BACKENDS for s in MAP_STYLE_SAMPLERS] + [("webdataset", "shard_buffer")]
 
 
 def render(destination: Path, run_tasks: bool = False, **answers) -> Path:

@@ -1,0 +1,177 @@
+"""Mutants: known mistakes as small edits to one named function of a rendered project.
+
+A mutant names the function (or method, or class) it breaks by its qualified name
+(`RankLoader.epoch`, `epoch_plan`, `outer.inner`), found by parsing every module of the
+rendered package, so that a function moved to another module is still found. Only a name
+defined in several modules (`main`) needs its module in front (`train.main`). Each edit
+replaces exact code inside that function's source and nowhere else. A mutant whose
+function is gone or ambiguous, or whose code is no longer in it, raises MutantError with
+its id and what is missing, before any test runs (tests/test_mutants_apply.py checks all of
+them in seconds). A mutant is killed when the project's tests fail: which test failed is
+reported, and no wording of the failure is required.
+
+The mutants themselves are listed in tests/mutants.py and tests/mutants_*.py (MUTANTS = [...]).
+"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import importlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import run_pytest
+from variants import MAP_STYLE_BACKENDS, MAP_STYLE_SAMPLERS
+
+TESTS = Path(__file__).resolve().parent
+
+
+class MutantError(Exception):
+    """A mutant that cannot be applied to a rendered project: its function or code is gone."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    mistake: str
+    function: str  # qualified name in the rendered package: "epoch_plan", "RankLoader.epoch"
+    # (exact code inside the function, what the broken code says); (other function, old, new) for
+    # a mistake that spans two functions
+    edits: tuple[tuple[str, ...], ...]
+    backends: tuple[str, ...] = MAP_STYLE_BACKENDS
+    samplers: tuple[str, ...] = MAP_STYLE_SAMPLERS
+    # The one test file (or node id) to run: it launches processes (left out of the full run),
+    # or it comes late in the full run while nothing before it can see this mistake.
+    only_test: str = ""
+    leaves: tuple[str, ...] = ()  # absolute globs of what the broken code leaves behind, removed after its run
+
+    def applies(self, backend: str, sampler: str) -> bool:
+        return backend in self.backends and sampler in self.samplers
+
+
+@dataclass(frozen=True)
+class Definition:
+    path: Path
+    start: int  # character offsets of the definition's lines (decorators included) in the module
+    end: int
+
+
+def definitions(path: Path, source: str) -> dict[str, list[Definition]]:
+    """Every function, method and class of one module by qualified name (nested: Class.method, outer.inner)."""
+    lines = source.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    found: dict[str, list[Definition]] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                found.setdefault(name, []).append(Definition(path, offsets[first - 1], offsets[child.end_lineno]))
+                visit(child, f"{name}.")
+            else:  # functions defined under an if or a with keep their enclosing prefix
+                visit(child, prefix)
+
+    visit(ast.parse(source, filename=str(path)), "")
+    return found
+
+
+def locate(package: Path, mutant: Mutant, function: str) -> Definition:
+    """The one definition of `function` among all modules of the package."""
+    matches = []
+    for path in sorted(package.rglob("*.py")):
+        module = ".".join(path.relative_to(package).with_suffix("").parts)
+        for qualname, found in definitions(path, path.read_text()).items():
+            if function in (qualname, f"{module}.{qualname}"):
+                matches.extend(found)
+    if not matches:
+        raise MutantError(
+            f"mutant {mutant.id}: no function {function!r} in any module of {package}: "
+            "it was renamed or removed; name the function the mistake now lies in"
+        )
+    if len(matches) > 1:
+        where = ", ".join(str(m.path.relative_to(package)) for m in matches)
+        raise MutantError(
+            f"mutant {mutant.id}: {function!r} is defined {len(matches)} times ({where}): "
+            "name it by a qualified name that is unique (Class.method, outer.inner, or module.function)"
+        )
+    return matches[0]
+
+
+def mutated_sources(package: Path, mutant: Mutant) -> dict[Path, str]:
+    """{module: its text with the mutant's edits applied inside the named functions}; writes nothing.
+
+    An edit is (old, new) inside mutant.function, or (function, old, new) for a mistake that
+    spans two functions. Every edit is checked before anything is written.
+    """
+    texts: dict[Path, str] = {}
+    for edit in mutant.edits:
+        function, old, new = edit if len(edit) == 3 else (mutant.function, *edit)
+        definition = locate(package, mutant, function)
+        if definition.path in texts:  # a second function of a module already edited: find it again there
+            source = texts[definition.path]
+            definition = definitions(definition.path, source)[function][0]
+        else:
+            source = definition.path.read_text()
+        segment = source[definition.start : definition.end]
+        if old not in segment:
+            raise MutantError(
+                f"mutant {mutant.id}: {function} ({definition.path.relative_to(package)}) no longer holds "
+                f"{old!r}: update the mutant's edit to the function's new code"
+            )
+        texts[definition.path] = source[: definition.start] + segment.replace(old, new) + source[definition.end :]
+    return texts
+
+
+def mutate(package: Path, mutant: Mutant) -> list[Path]:
+    """Apply the mutant to the package in place; returns the modules it changed."""
+    texts = mutated_sources(package, mutant)
+    for path, text in texts.items():
+        path.write_text(text)
+    return sorted(texts)
+
+
+class Survived(AssertionError):
+    """The project's tests passed (or did not run) with the mutant applied."""
+
+
+def first_failure(output: str) -> str:
+    """The node id of the first test that failed (or errored) in pytest's short summary."""
+    found = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+    return found.group(1) if found else "?"
+
+
+def killed_by(project: Path, package: str, mutant: Mutant, tests: list[str], timeout: float = 600) -> str:
+    """Apply the mutant to the project, run `tests` there (stopping at the first failure) and
+    return the test that failed first; raises Survived when the tests do not fail.
+
+    Killed means pytest's exit code 1 (tests failed): a message of the failure is not matched,
+    so rewording an assertion changes nothing. Any other code (2 interrupted or a collection
+    error, 5 nothing collected) would count a broken run as a kill, so it is a survival.
+    """
+    mutate(project / "src" / package, mutant)  # MutantError before any test runs
+    try:
+        result = run_pytest(project, "-x", "--tb=short", "-rfE", *tests, timeout=timeout)
+    finally:
+        for pattern in mutant.leaves:
+            for left in glob.glob(pattern):
+                Path(left).unlink(missing_ok=True)
+    output = result.stdout + result.stderr
+    if result.returncode != 1:
+        raise Survived(
+            f"mutant {mutant.id} ({mutant.mistake}) SURVIVED (pytest exit code {result.returncode}, "
+            f"1 = tests failed):\n{output[-3000:]}"
+        )
+    return first_failure(output)
+
+
+def all_mutants() -> list[Mutant]:
+    """The mutants of tests/mutants.py and of every tests/mutants_*.py (this module excepted)."""
+    modules = ["mutants"] + sorted(
+        p.stem for p in TESTS.glob("mutants_*.py") if p.stem != Path(__file__).stem and p.is_file()
+    )
+    return [mutant for name in modules for mutant in importlib.import_module(name).MUTANTS]

@@ -1,0 +1,43 @@
+"""Every mutant still applies to every rendered project it fits, checked in seconds.
+
+A refactor that renames a function or rewrites the code a mutant quotes breaks the mutant;
+this says which one and what is missing before the long mutant runs start.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from conftest import PACKAGE
+from mutants_framework import MutantError, all_mutants, mutated_sources
+from variants import COMBINATIONS
+
+
+def test_every_mutant_applies_to_every_render_it_fits(rendered) -> None:
+    broken = []
+    for backend, sampler in COMBINATIONS:
+        package = rendered(backend, sampler) / "src" / PACKAGE
+        for mutant in all_mutants():
+            if not mutant.applies(backend, sampler):
+                continue
+            try:
+                texts = mutated_sources(package, mutant)
+            except MutantError as error:
+                broken.append(f"{backend}/{sampler}: {error}")
+                continue
+            if all(path.read_text() == text for path, text in texts.items()):
+                broken.append(f"{backend}/{sampler}: mutant {mutant.id} changes nothing")
+    assert not broken, f"{len(broken)} mutants do not apply:\n" + "\n".join(broken)
+
+
+def test_every_mutant_fits_some_render_and_its_id_is_unique_there() -> None:
+    fits = Counter(
+        (backend, sampler, m.id)
+        for m in all_mutants()
+        for backend, sampler in COMBINATIONS
+        if m.applies(backend, sampler)
+    )
+    unused = [m.id for m in all_mutants() if not any(m.applies(b, s) for b, s in COMBINATIONS)]
+    assert not unused, f"mutants that fit no rendered combination (check their backends and samplers): {unused}"
+    twice = sorted(key for key, count in fits.items() if count > 1)
+    assert not twice, f"two mutants with one id apply to one combination (give each its own id): {twice}"

@@ -1,0 +1,117 @@
+"""The mutant framework on a tiny package of its own: lookup by qualified name over all
+modules, edits confined to the named function, kills judged by the tests failing, not by
+their wording."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mutants_framework import Mutant, MutantError, Survived, killed_by, mutate, mutated_sources
+
+LOADER = """class Loader:
+    def epoch(self, seed, epoch):
+        return order(seed + epoch)
+
+    def other(self, seed, epoch):
+        return order(seed + epoch)
+
+
+def order(key):
+    return [key, key + 1]
+"""
+TEST = """from tiny.loader import Loader
+
+
+def test_the_order_changes_with_the_epoch():
+    assert Loader().epoch(0, 0) != Loader().epoch(0, 1), "MESSAGE"
+"""
+EPOCH_IGNORED = Mutant(
+    "epoch-ignored",
+    "the epoch is not used",
+    "Loader.epoch",
+    (("order(seed + epoch)", "order(seed)"),),
+    backends=("memory",),
+    samplers=("global",),
+)
+
+
+def project(tmp_path: Path, module: str = "loader.py", message: str = "the order did not change") -> Path:
+    """tmp_path/project: src/tiny/{module} holding Loader, tests/test_order.py asserting with `message`."""
+    package = tmp_path / "project" / "src" / "tiny"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / module).parent.mkdir(parents=True, exist_ok=True)
+    (package / module).write_text(LOADER)
+    if module != "loader.py":  # the class moved: the old module re-exports it
+        dotted = ".".join(Path(module).with_suffix("").parts)
+        (package / "loader.py").write_text(f"from tiny.{dotted} import Loader  # noqa: F401\n")
+    tests = tmp_path / "project" / "tests"
+    tests.mkdir()
+    (tests / "test_order.py").write_text(TEST.replace("MESSAGE", message))
+    return tmp_path / "project"
+
+
+def test_a_method_is_found_in_whatever_module_defines_it(tmp_path: Path) -> None:
+    root = project(tmp_path, module="sub/moved.py")
+    killer = killed_by(root, "tiny", EPOCH_IGNORED, ["tests"], timeout=120)
+    assert killer == "tests/test_order.py::test_the_order_changes_with_the_epoch", f"killed by {killer!r}"
+    assert "order(seed)\n" in (root / "src" / "tiny" / "sub" / "moved.py").read_text(), "moved.py was not mutated"
+
+
+def test_an_edit_changes_only_the_named_function(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    ((path, text),) = mutated_sources(root / "src" / "tiny", EPOCH_IGNORED).items()
+    assert text == LOADER.replace("order(seed + epoch)", "order(seed)", 1), (
+        f"the same code in Loader.other was changed too, or Loader.epoch was not:\n{text}"
+    )
+    assert path.read_text() == LOADER, "mutated_sources wrote the module"
+
+
+def test_a_missing_function_is_reported_with_its_name(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    gone = Mutant("gone", "a renamed method", "Loader.renamed", (("order(", "order2("),))
+    with pytest.raises(MutantError, match=r"mutant gone: no function 'Loader.renamed'"):
+        mutate(root / "src" / "tiny", gone)
+    assert (root / "src" / "tiny" / "loader.py").read_text() == LOADER, "a failed mutant wrote the module"
+
+
+def test_code_no_longer_in_the_function_is_reported_with_the_code(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    stale = Mutant("stale", "code that was rewritten", "Loader.epoch", (("order(seed - epoch)", "order(seed)"),))
+    with pytest.raises(
+        MutantError, match=r"mutant stale: Loader.epoch \(loader.py\) no longer holds 'order\(seed - epoch\)'"
+    ):
+        mutate(root / "src" / "tiny", stale)
+
+
+def test_code_of_another_function_does_not_count(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    elsewhere = Mutant("elsewhere", "code that is only in another function", "order", (("seed + epoch", "seed"),))
+    with pytest.raises(MutantError, match="no longer holds"):
+        mutate(root / "src" / "tiny", elsewhere)
+
+
+def test_a_name_defined_in_two_modules_is_refused_until_the_module_is_named(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "src" / "tiny" / "copy.py").write_text(LOADER)
+    with pytest.raises(MutantError, match=r"'Loader.epoch' is defined 2 times \(copy.py, loader.py\)"):
+        mutate(root / "src" / "tiny", EPOCH_IGNORED)
+    named = Mutant("named", "the epoch is not used", "loader.Loader.epoch", EPOCH_IGNORED.edits)
+    assert mutate(root / "src" / "tiny", named) == [root / "src" / "tiny" / "loader.py"]
+
+
+@pytest.mark.parametrize("message", ["the order did not change", "a reworded message"])
+def test_a_kill_is_the_tests_failing_whatever_their_message(tmp_path: Path, message: str) -> None:
+    root = project(tmp_path, message=message)
+    killer = killed_by(root, "tiny", EPOCH_IGNORED, ["tests"], timeout=120)
+    assert killer == "tests/test_order.py::test_the_order_changes_with_the_epoch", f"killed by {killer!r}"
+
+
+def test_a_mutant_the_tests_do_not_see_survives(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    unseen = Mutant(
+        "unseen", "a change in a method no test calls", "Loader.other", (("order(seed + epoch)", "order(seed)"),)
+    )
+    with pytest.raises(Survived, match=r"unseen .* SURVIVED \(pytest exit code 0"):
+        killed_by(root, "tiny", unseen, ["tests"], timeout=120)

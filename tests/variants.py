@@ -1,0 +1,35 @@
+"""The variants of the template in one place: backends, samplers, which pairs fit, the defaults.
+
+copier.yml asks the same questions; tests/test_variants.py checks that its choices, its
+default and its validator agree with this module, so that the rendering fixture
+(conftest.py), the mutants and noxfile.py all read the pairing rule from here.
+"""
+
+from __future__ import annotations
+
+# Map-style backends read any sample by its position; the streaming one reads tar shards in order.
+MAP_STYLE_BACKENDS = ("memory", "files", "arrow")
+STREAMING_BACKENDS = ("webdataset",)
+BACKENDS = MAP_STYLE_BACKENDS + STREAMING_BACKENDS
+
+MAP_STYLE_SAMPLERS = ("global", "block", "sequential")
+STREAMING_SAMPLERS = ("shard_buffer",)
+SAMPLERS = MAP_STYLE_SAMPLERS + STREAMING_SAMPLERS
+SHUFFLING_SAMPLERS = ("global", "block")  # the map-style samplers that shuffle
+
+
+def samplers_of(backend: str) -> tuple[str, ...]:
+    """The samplers that fit a backend, its default first (the pairing rule)."""
+    return STREAMING_SAMPLERS if backend in STREAMING_BACKENDS else MAP_STYLE_SAMPLERS
+
+
+def fits(backend: str, sampler: str) -> bool:
+    return backend in BACKENDS and sampler in samplers_of(backend)
+
+
+DEFAULT_BACKEND = "arrow"
+DEFAULT_SAMPLER = {backend: samplers_of(backend)[0] for backend in BACKENDS}
+DEFAULT = (DEFAULT_BACKEND, DEFAULT_SAMPLER[DEFAULT_BACKEND])
+
+# Every pair that renders: map-style backends first, each backend's default sampler first.
+COMBINATIONS = [(backend, sampler) for backend in BACKENDS for sampler in samplers_of(backend)]
