@@ -18,11 +18,15 @@ import argparse
 import os
 import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT / "tests"))  # tests/variants.py: the backends, samplers and their pairing
+from variants import DEFAULT_SAMPLER  # noqa: E402
+
 CONSTRAINTS = os.environ.get("PIP_CONSTRAINT") or str(ROOT / ".ci" / "constraints.txt")
 # Everything any rendered project needs, plus the tools that render and test them.
 DEPS = [
@@ -87,7 +91,7 @@ def lint(session: nox.Session) -> None:
     session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure")
 
 
-BENCH_PROJECTS = {"memory": "global", "files": "global", "arrow": "global", "webdataset": "shard_buffer"}
+BENCH_PROJECTS = DEFAULT_SAMPLER  # one project per backend, in its default sampler
 BENCH_PACKAGE = "benchexp"
 BENCH_SHARDS = 8  # webdataset: several shards, so that workers and the peer read different files
 
