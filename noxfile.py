@@ -1,8 +1,11 @@
 """Sessions of the template repository.
 
-    nox -s demo   render a project with the defaults, prepare its synthetic data, run train.sh
-    nox -s test   render every (loader_backend, sampler) and run each project's own tests
-    nox -s lint   ruff (through pre-commit) on this repository's own code
+    nox -s quick  the edit-test loop (about two minutes): the default render's tests that start no
+                  processes, and the template's fast tests (its rendering, invalid answers, mutants apply)
+    nox -s test   render every (loader_backend, sampler) and run each project's own tests (before a submission)
+    nox -s demo   render a project with the defaults into demo-project/ (or `nox -s demo -- DIR`),
+                  prepare its synthetic data, run train.sh
+    nox -s lint   ruff (through pre-commit) on this repository's own code; `duplicates` on a render
     nox -s bench  render every backend, prepare the same synthetic data for each, run each project's
                   `bench`, and compare them in bench/comparison.md and bench/comparison.png (not run
                   by default: about 15 minutes on 2 cores; `nox -s bench -- --num-samples 5000
@@ -19,13 +22,14 @@ import os
 import shlex
 import shutil
 import sys
+import tomllib
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT / "tests"))  # tests/variants.py: the backends, samplers and their pairing
-from variants import DEFAULT_SAMPLER  # noqa: E402
+from variants import DEFAULT, DEFAULT_SAMPLER  # noqa: E402
 
 CONSTRAINTS = os.environ.get("PIP_CONSTRAINT") or str(ROOT / ".ci" / "constraints.txt")
 # Everything any rendered project needs, plus the tools that render and test them.
@@ -65,18 +69,71 @@ def test(session: nox.Session) -> None:
     session.run("pytest", "-n", "auto", "-v", "--durations=30", "tests", *session.posargs)
 
 
+def render(session: nox.Session, destination: Path, package: str, backend: str, sampler: str, *options: str) -> None:
+    session.run(
+        "copier", "copy", "--trust", "--defaults", "--vcs-ref", "HEAD", "--quiet", *options,
+        "--data", f"package_name={package}", "--data", f"loader_backend={backend}", "--data", f"sampler={sampler}",
+        str(ROOT), str(destination),
+    )  # fmt: skip
+
+
+QUICK_PACKAGE = "quickexp"
+
+
+@nox.session
+def quick(session: nox.Session) -> None:
+    """The edit-test loop: one render (the default combination), its tests that start no processes,
+    and the template's fast tests for that combination (rendering, invalid answers, mutants apply)."""
+    install(session, *DEPS)
+    backend, sampler = DEFAULT
+    project = Path(session.create_tmp()).resolve() / "quick-project"
+    shutil.rmtree(project, ignore_errors=True)  # this session's own scratch folder, made by the last quick
+    session.log(f"rendering {backend}/{sampler} into {project}")
+    render(session, project, QUICK_PACKAGE, backend, sampler, "--skip-tasks")
+    env = {"PYTHONPATH": str(project / "src"), "PYTHONUNBUFFERED": "1"}
+    with session.chdir(project):
+        session.run(
+            "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto", "-m", "not processes", env=env
+        )
+    fast = [
+        "test_rendering.py",
+        "test_invalid_answers.py",
+        "test_variants.py",
+        "test_mutants_apply.py",
+        "test_mutants_framework.py",
+    ]
+    session.run(
+        "pytest", "-n", "auto", "--durations=10", f"--combination={backend}/{sampler}",
+        *(f"tests/{name}" for name in fast), *session.posargs,
+    )  # fmt: skip
+
+
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Generate a project with the defaults and train it on the embedded synthetic data (2 CPU processes)."""
+    """Generate a project with the defaults and train it on the embedded synthetic data (2 CPU processes).
+    `nox -s demo -- DIR` renders into DIR instead of demo-project/ in this checkout."""
+    if len(session.posargs) > 1:
+        session.error(f"error: nox -s demo takes one folder, not {len(session.posargs)} arguments: nox -s demo -- DIR")
+    project = Path(session.posargs[0] if session.posargs else ROOT / "demo-project").resolve()
+    if project.exists():  # never delete what this run did not make: the user's files may be there
+        session.error(f"error: {project} already exists: remove it, or pass another folder (nox -s demo -- DIR)")
+    session.log("installing copier (to render the project) into .nox/demo")
     install(session, "copier>=9")
-    project = Path(session.create_tmp()).resolve() / "demo-project"
     session.log(f"rendering the default project into {project}")
-    shutil.rmtree(project, ignore_errors=True)
     session.run("copier", "copy", "--trust", "--defaults", "--vcs-ref", "HEAD", str(ROOT), str(project))
+    with open(project / "pyproject.toml", "rb") as toml:
+        project_deps = tomllib.load(toml)["project"]
+    wanted = project_deps["dependencies"] + project_deps["optional-dependencies"]["audit"]
+    session.log(
+        f"installing the project and its dependencies into .nox/demo: {', '.join(wanted)}; "
+        f"torch is the build pinned by {CONSTRAINTS} (a download of a few hundred MB: minutes)"
+    )
     install(session, "-e", f"{project}[audit]")
     session.chdir(project)
     package = next(p.name for p in (project / "src").iterdir() if p.is_dir())
+    session.log("preparing the synthetic data set into data/")
     session.run("python", "-m", f"{package}.prep", "synthetic", "--out", "data")
+    session.log("training 3 epochs with 2 CPU processes (./train.sh), writing the ledger to ledger/")
     session.run(
         "./train.sh", "--data", "data", "--epochs", "3", "--ledger", "ledger", external=True, env={"NPROC": "2"}
     )
@@ -86,9 +143,20 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff on this repository's code; each rendered project is linted by tests/test_rendering.py."""
+    """ruff on this repository's code (each rendered project is linted by tests/test_rendering.py),
+    then `duplicates` on the default render, when that command is on PATH."""
     session.install("pre-commit", "ruff")
     session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure")
+    finder = shutil.which("duplicates")
+    if finder is None:
+        session.log("duplicates is not on PATH: the duplicate finder is skipped (it reads the rendered code)")
+        return
+    install(session, "copier>=9")
+    project = Path(session.create_tmp()).resolve() / "lint-project"
+    shutil.rmtree(project, ignore_errors=True)  # this session's own scratch folder, made by the last lint
+    render(session, project, "lintexp", *DEFAULT, "--skip-tasks")
+    # It reads the rendered code, which ruff and it cannot read in the .jinja sources; it always exits 0.
+    session.run(finder, "--repo", str(project), "--most", "20", external=True)
 
 
 BENCH_PROJECTS = DEFAULT_SAMPLER  # one project per backend, in its default sampler

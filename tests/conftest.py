@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from copier import run_copy
-from variants import COMBINATIONS  # noqa: F401  (imported from here by the test modules)
+from variants import COMBINATIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "myexp"
@@ -28,6 +28,35 @@ def render(destination: Path, run_tasks: bool = False, **answers) -> Path:
         quiet=True,
     )
     return destination
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--combination",
+        metavar="BACKEND/SAMPLER",
+        help="run the tests of one combination only (nox -s quick: arrow/global); tests of no combination still run",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--combination B/S: deselect the tests parametrized with another backend or sampler."""
+    chosen = config.getoption("--combination")
+    if not chosen:
+        return
+    backend, _, sampler = chosen.partition("/")
+    if (backend, sampler) not in COMBINATIONS:
+        raise pytest.UsageError(
+            f"--combination {chosen}: choose one of {', '.join(f'{b}/{s}' for b, s in COMBINATIONS)}"
+        )
+    keep, drop = [], []
+    for item in items:
+        params = getattr(item, "callspec", None)
+        params = params.params if params else {}
+        other = params.get("backend", backend) != backend or params.get("sampler", sampler) != sampler
+        (drop if other else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -141,7 +141,7 @@ class Survived(AssertionError):
 
 def first_failure(output: str) -> str:
     """The node id of the first test that failed (or errored) in pytest's short summary."""
-    found = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+    found = re.search(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", output, re.MULTILINE)  # ids may hold spaces
     return found.group(1) if found else "?"
 
 

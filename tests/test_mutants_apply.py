@@ -8,26 +8,27 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from conftest import PACKAGE
 from mutants_framework import MutantError, all_mutants, mutated_sources
 from variants import COMBINATIONS
 
 
-def test_every_mutant_applies_to_every_render_it_fits(rendered) -> None:
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_every_mutant_applies_to_every_render_it_fits(rendered, backend: str, sampler: str) -> None:
+    package = rendered(backend, sampler) / "src" / PACKAGE
     broken = []
-    for backend, sampler in COMBINATIONS:
-        package = rendered(backend, sampler) / "src" / PACKAGE
-        for mutant in all_mutants():
-            if not mutant.applies(backend, sampler):
-                continue
-            try:
-                texts = mutated_sources(package, mutant)
-            except MutantError as error:
-                broken.append(f"{backend}/{sampler}: {error}")
-                continue
-            if all(path.read_text() == text for path, text in texts.items()):
-                broken.append(f"{backend}/{sampler}: mutant {mutant.id} changes nothing")
-    assert not broken, f"{len(broken)} mutants do not apply:\n" + "\n".join(broken)
+    for mutant in all_mutants():
+        if not mutant.applies(backend, sampler):
+            continue
+        try:
+            texts = mutated_sources(package, mutant)
+        except MutantError as error:
+            broken.append(str(error))
+            continue
+        if all(path.read_text() == text for path, text in texts.items()):
+            broken.append(f"mutant {mutant.id} changes nothing")
+    assert not broken, f"{backend}/{sampler}: {len(broken)} mutants do not apply:\n" + "\n".join(broken)
 
 
 def test_every_mutant_fits_some_render_and_its_id_is_unique_there() -> None:
