@@ -22,6 +22,7 @@ import os
 import shlex
 import shutil
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -152,11 +153,14 @@ def lint(session: nox.Session) -> None:
         session.log("duplicates is not on PATH: the duplicate finder is skipped (it reads the rendered code)")
         return
     install(session, "copier>=9")
-    project = Path(session.create_tmp()).resolve() / "lint-project"
-    shutil.rmtree(project, ignore_errors=True)  # this session's own scratch folder, made by the last lint
+    # Outside this checkout: in a git checkout duplicates reads only what git does not ignore (.nox is).
+    scratch = Path(tempfile.mkdtemp(prefix="lint-render-"))
+    project = scratch / "project"
     render(session, project, "lintexp", *DEFAULT, "--skip-tasks")
-    # It reads the rendered code, which ruff and it cannot read in the .jinja sources; it always exits 0.
-    session.run(finder, "--repo", str(project), "--most", "20", external=True)
+    try:
+        session.run(finder, "--repo", str(project), "--most", "20", external=True)
+    finally:
+        shutil.rmtree(scratch)  # made by this run
 
 
 BENCH_PROJECTS = DEFAULT_SAMPLER  # one project per backend, in its default sampler
