@@ -96,15 +96,10 @@ def quick(session: nox.Session) -> None:
         session.run(
             "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto", "-m", "not processes", env=env
         )
-    fast = [
-        "test_rendering.py",
-        "test_invalid_answers.py",
-        "test_variants.py",
-        "test_mutants_apply.py",
-        "test_mutants_framework.py",
-    ]
+    # The pre-commit JSON hook's test (40 s) and the every-backend checks of test_variants wait for `test`.
+    fast = ["test_rendering.py", "test_invalid_answers.py", "test_mutants_apply.py", "test_mutants_framework.py"]
     session.run(
-        "pytest", "-n", "auto", "--durations=10", f"--combination={backend}/{sampler}",
+        "pytest", "-n", "auto", "--durations=10", f"--combination={backend}/{sampler}", "-k", "not json_hook",
         *(f"tests/{name}" for name in fast), *session.posargs,
     )  # fmt: skip
 
