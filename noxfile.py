@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -156,6 +157,40 @@ def lint(session: nox.Session) -> None:
         session.run(finder, "--repo", str(project), "--most", "20", external=True)
     finally:
         shutil.rmtree(scratch)  # made by this run
+
+
+FLOOR = re.compile(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?>=([0-9][^,;]*)")
+
+
+def floor_pins(requirements: list[str]) -> list[str]:
+    """Each `name>=X` requirement held to its floor's release series, `name==X.*` (pip cannot pick
+    the lowest version itself; `==X` alone would miss `0.9.0.6` for `>=0.9`). torch is left out:
+    it is the build of the machine."""
+    pins = []
+    for requirement in requirements:
+        found = FLOOR.match(requirement.replace(" ", ""))
+        if found and found.group(1) != "torch":
+            pins.append(f"{found.group(1)}=={found.group(2)}.*")
+    return pins
+
+
+@nox.session
+def floors(session: nox.Session) -> None:
+    """The default project with the lowest version its pyproject allows of every dependency but
+    torch (and of its test extra), running its tests that start no processes."""
+    project = Path(session.create_tmp()).resolve() / "floors-project"
+    shutil.rmtree(project, ignore_errors=True)  # this session's own scratch folder, made by the last floors
+    install(session, "copier>=9")
+    render(session, project, "floorsexp", *DEFAULT, "--skip-tasks")
+    with open(project / "pyproject.toml", "rb") as toml:
+        declared = tomllib.load(toml)["project"]
+    pins = floor_pins(declared["dependencies"] + declared["optional-dependencies"]["test"])
+    session.log(f"installing torch (the build pinned by {CONSTRAINTS}) and the declared floors: {', '.join(pins)}")
+    install(session, "torch", *pins)
+    session.install("--no-deps", "-e", str(project))
+    session.run("python", "-m", "pip", "check")
+    with session.chdir(project):
+        session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto", "-m", "not processes")
 
 
 BENCH_PROJECTS = DEFAULT_SAMPLER  # one project per backend, in its default sampler
