@@ -14,8 +14,9 @@ MUTANTS = [
         function="read_ahead",
         edits=(
             (
-                "first, end, fetched = pending.popleft()",
-                "first, end, fetched = min(pending, key=lambda p: not p[2].done()); pending.remove((first, end, fetched))",
+                "shard, first, end, fetched = pending.popleft()",
+                "shard, first, end, fetched = min(pending, key=lambda p: not p[3].done()); "
+                "pending.remove((shard, first, end, fetched))",
             ),
         ),
         **WEBDATASET,
@@ -47,5 +48,50 @@ MUTANTS = [
         edits=(("spent = now + wait - self.first_failure > self.retry_seconds", "spent = self.failures >= 5"),),
         **WEBDATASET,
         only_test="tests/test_http_faults.py::test_an_outage_within_the_retry_budget_is_ridden_out",
+    ),
+]
+
+CACHE_TEST = "tests/test_shard_cache.py"
+MUTANTS += [
+    Mutant(
+        "cache-not-keyed-by-manifest",
+        "the node-local cache keeps every version of a data set under one name (one version's entries meet another's)",
+        function="ShardCache.__init__",
+        edits=(("self.folder = Path(root) / manifest_digest(manifest)", 'self.folder = Path(root) / "data"'),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_entries_of_another_version_of_the_data_are_never_used",
+    ),
+    Mutant(
+        "cache-limit-ignored",
+        "the node-local cache keeps every block it reads, past --cache-bytes",
+        function="ShardCache.reserve",
+        edits=(("if used + size > self.limit:", "if False:"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_smaller_cache_never_exceeds_its_limit_and_the_epochs_are_unchanged",
+    ),
+    Mutant(
+        "cache-entry-not-locked",
+        "two readers of one node that miss the same block both download it (no per-entry lock)",
+        function="entry_lock.__enter__",
+        edits=(("fcntl.flock(self.file, fcntl.LOCK_EX)", "pass"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_two_readers_of_one_node_download_each_block_once",
+    ),
+    Mutant(
+        "cache-corrupt-entry-kept",
+        "a cache entry that fails its digest is read from the server for this epoch but stays in the cache",
+        function="ShardCache.samples",
+        edits=(("self.store(self.entry(shard, start), data)", "pass"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_corrupt_entry_is_dropped_and_fetched_again_never_used",
+    ),
+    Mutant(
+        "cache-corrupt-entry-fatal",
+        "a cache entry that fails its digest ends the run (as if the server's bytes were bad) instead of being fetched again",
+        function="ShardCache.fetch",
+        edits=(("return [(start, stop, found[start], start not in downloaded) for start, stop in blocks]",
+                "return [(start, stop, found[start], False) for start, stop in blocks]"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_corrupt_entry_is_dropped_and_fetched_again_never_used",
     ),
 ]
