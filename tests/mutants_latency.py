@@ -1,0 +1,97 @@
+"""Mutants of the webdataset read path over a network (issue 21): several requests in flight,
+samples handed on in plan order, the retry budget a time. Each was applied to a render by hand
+and its test seen to fail."""
+
+from mutants_framework import Mutant
+
+WEBDATASET = {"backends": ("webdataset",), "samplers": ("shard_buffer",)}
+IN_FLIGHT_TEST = "tests/test_http_faults.py::test_with_several_requests_in_flight_the_loader_delivers_exactly_the_epoch_plan"
+
+MUTANTS = [
+    Mutant(
+        "completion-order",
+        "samples are handed on in the order their requests complete, not in the plan's order",
+        function="read_ahead",
+        edits=(
+            (
+                "shard, first, end, fetched = pending.popleft()",
+                "shard, first, end, fetched = min(pending, key=lambda p: not p[3].done()); "
+                "pending.remove((shard, first, end, fetched))",
+            ),
+        ),
+        **WEBDATASET,
+        only_test=IN_FLIGHT_TEST,
+    ),
+    Mutant(
+        "in-flight-unbounded",
+        "a worker keeps four times --requests-in-flight requests in flight (memory and server load past the bound)",
+        function="read_ahead",
+        edits=(
+            ("ThreadPoolExecutor(max_workers=in_flight,", "ThreadPoolExecutor(max_workers=4 * in_flight,"),
+            ("itertools.islice(requests, in_flight - len(pending))", "itertools.islice(requests, 4 * in_flight - len(pending))"),
+        ),
+        **WEBDATASET,
+        only_test=IN_FLIGHT_TEST,
+    ),
+    Mutant(
+        "in-flight-ignored",
+        "a served data set is read one request at a time whatever --requests-in-flight says (one run per round trip)",
+        function="shard_samples",
+        edits=(("if is_url(location) and requests_in_flight > 1:", "if False:"),),
+        **WEBDATASET,
+        only_test=IN_FLIGHT_TEST,
+    ),
+    Mutant(
+        "retry-budget-a-count",
+        "the HTTP client gives up after 5 attempts (a fraction of a second to seconds of outage), not after --retry-seconds",
+        function="HTTPStream.recover",
+        edits=(("spent = now + wait - self.first_failure > self.retry_seconds", "spent = self.failures >= 5"),),
+        **WEBDATASET,
+        only_test="tests/test_http_faults.py::test_an_outage_within_the_retry_budget_is_ridden_out",
+    ),
+]
+
+CACHE_TEST = "tests/test_shard_cache.py"
+MUTANTS += [
+    Mutant(
+        "cache-not-keyed-by-manifest",
+        "the node-local cache keeps every version of a data set under one name (one version's entries meet another's)",
+        function="ShardCache.__init__",
+        edits=(("self.folder = Path(root) / manifest_digest(manifest)", 'self.folder = Path(root) / "data"'),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_entries_of_another_version_of_the_data_are_never_used",
+    ),
+    Mutant(
+        "cache-limit-ignored",
+        "the node-local cache keeps every block it reads, past --cache-bytes",
+        function="ShardCache.reserve",
+        edits=(("if used + size > self.limit:", "if False:"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_smaller_cache_never_exceeds_its_limit_and_the_epochs_are_unchanged",
+    ),
+    Mutant(
+        "cache-entry-not-locked",
+        "two readers of one node that miss the same block both download it (no per-entry lock)",
+        function="entry_lock.__enter__",
+        edits=(("fcntl.flock(self.file, fcntl.LOCK_EX)", "pass"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_two_readers_of_one_node_download_each_block_once",
+    ),
+    Mutant(
+        "cache-corrupt-entry-kept",
+        "a cache entry that fails its digest is read from the server for this epoch but stays in the cache",
+        function="ShardCache.samples",
+        edits=(("self.store(self.entry(shard, start), data)", "pass"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_corrupt_entry_is_dropped_and_fetched_again_never_used",
+    ),
+    Mutant(
+        "cache-corrupt-entry-fatal",
+        "a cache entry that fails its digest ends the run (as if the server's bytes were bad) instead of being fetched again",
+        function="ShardCache.fetch",
+        edits=(("return [(start, stop, found[start], start not in downloaded) for start, stop in blocks]",
+                "return [(start, stop, found[start], False) for start, stop in blocks]"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_corrupt_entry_is_dropped_and_fetched_again_never_used",
+    ),
+]
