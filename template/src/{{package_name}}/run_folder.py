@@ -68,9 +68,9 @@ def manifest_sha256(data: str | Path) -> str | None:
     """The sha256 of the data set's manifest (None when it has none); read through the URL
     (http(s) or s3) of a remote data set, so a resume on changed remote data is refused too."""
     if "://" in str(data):
-        from .webdataset_backend import manifest_sha256 as remote_manifest_sha256  # the backend that reads URLs
+        from .webdataset_backend import dataset_manifest_sha256  # the backend that reads URLs
 
-        return remote_manifest_sha256(data)
+        return dataset_manifest_sha256(data)
     manifest = Path(data) / MANIFEST
     return sha256_file(manifest) if manifest.is_file() else None
 
