@@ -53,6 +53,14 @@ MUTANTS = [
         **S3,
     ),
     Mutant(
+        "s3-shards-kept-locally",
+        "prep into a bucket keeps every uploaded shard on local disk: a data set larger than the disk cannot be "
+        "prepared",
+        function="UploadedShards.append",
+        edits=(('        (self.root / entry["path"]).unlink()\n', ""),),
+        **S3,
+    ),
+    Mutant(
         "s3-remote-manifest-unhashed",
         "the run folder records no manifest sha256 for data in a bucket, so a resume on changed data is not refused",
         function="manifest_sha256",
