@@ -9,13 +9,18 @@
                        --log-every N also one every N steps, with the "step" it was written after
       checkpoints/     epoch-EEEE-step-SSSSSS.pt: model, optimizer and position (checkpoint.py)
 
+      .lock            held by the run's launcher (train.sh's, on node 0) while it runs: "process
+                       PID on host HOST since TIME"; a second train.sh on the folder is refused
+
 Rank 0 writes; every file is written to a temporary name and renamed, so a killed run leaves
 whole files or none.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import platform
 import secrets
 import socket
@@ -33,6 +38,10 @@ from .manifest import MANIFEST, sha256_file
 
 PROJECT = Path(__file__).resolve().parents[2]  # src/<package>/run_folder.py -> the project
 LIBRARIES = ("torch", "numpy", "datasets", "webdataset", "pyarrow", "pillow")
+LOCK = ".lock"
+# Set by launch.py for its ranks: the node this rank runs on (NODE_RANK), whose node 0 chose and
+# locked the run folder; torchrun's own numbering of the nodes need not follow NODE_RANK.
+NODE_RANK_VARIABLE = f"{__package__.upper()}_NODE_RANK"
 
 
 def new_run_dir(root: str | Path = "runs") -> Path:
@@ -48,17 +57,81 @@ def newest_run_dir(root: str | Path = "runs") -> Path:
     return runs[-1]
 
 
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def lock(path: Path) -> int:
+    """Hold `path`'s lock for this process (the launcher), creating the folder; the lock's file
+    descriptor. DataError naming the run that holds it.
+
+    An flock: the kernel releases it when the process ends, however it ends (kill -9 too), so a
+    lock file left by a dead run is stale by construction and is simply taken over. The file
+    names its holder, for the refusal. A file another run unlinked (unlock) while this one
+    waited for it is not the lock any more: take the file now at the path instead.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DataError(
+            f"cannot create the run folder {path} ({err.strerror}): pass a --run-dir you can write"
+        ) from None
+    while True:
+        try:
+            fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise DataError(
+                f"cannot write in the run folder {path} ({err.strerror}): pass a --run-dir you can write"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise DataError(
+                f"{path} is in use by the run of {holder}: wait for it to end, or pass another --run-dir"
+            ) from None
+        try:
+            same = os.stat(path / LOCK).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    os.pwrite(fd, f"process {os.getpid()} on host {socket.gethostname()} since {started}\n".encode(), 0)
+    return fd
+
+
+def unlock(path: Path, fd: int) -> None:
+    """Let go of the lock: the file goes first, so that a run waiting on it takes a new one (lock)."""
+    (path / LOCK).unlink(missing_ok=True)
+    os.close(fd)
+
+
 def agreed_run_dir(run_dir: Path | None, resume: bool = False) -> Path:
-    """The run folder every rank uses, rank 0's choice: `run_dir`, else with `resume` the newest
-    in runs/, else a new one. Ranks of other nodes may have been given another default."""
+    """The run folder every rank uses: the choice of node 0's first rank (the folder node 0's
+    launcher locked): `run_dir`, else with `resume` the newest in runs/, else a new one. Ranks
+    of other nodes may have been given another default."""
+    leaders: list[Any] = [None] * dist.get_world_size()
+    leader = os.environ.get(NODE_RANK_VARIABLE, "0") == "0" and os.environ.get("LOCAL_RANK", "0") == "0"
+    dist.all_gather_object(leaders, leader)
+    source = leaders.index(True) if True in leaders else 0
     choice: list[str | None] = [None]
-    if dist.get_rank() == 0:
+    if dist.get_rank() == source:
         try:
             chosen = run_dir if run_dir is not None else newest_run_dir() if resume else new_run_dir()
             choice = [str(chosen)]
         except DataError as err:
             choice = [f"error: {err}"]
-    dist.broadcast_object_list(choice, src=0)
+    dist.broadcast_object_list(choice, src=source)
     if choice[0].startswith("error: "):
         raise DataError(choice[0].removeprefix("error: "))
     return Path(choice[0])
