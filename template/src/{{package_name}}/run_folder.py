@@ -18,6 +18,8 @@ whole files or none.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -26,6 +28,7 @@ import secrets
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -145,8 +148,11 @@ def manifest_sha256(data: str | Path) -> str | None:
 
 def write_json_atomically(path: Path, value: Any) -> None:
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(value, indent=2, default=str) + "\n")
-    partial.replace(path)
+    try:
+        partial.write_text(json.dumps(value, indent=2, default=str) + "\n")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)  # gone after the rename; half-written after a failed write
 
 
 def git_state() -> dict[str, Any]:
@@ -202,22 +208,65 @@ class RunFolder:
         """A new run writes config.json and starts metrics.jsonl afresh. A resumed one keeps
         both: it adds when, where and on how many ranks it resumed to config.json's "resumes",
         and drops the metrics of the epochs it runs again (a run killed after its last line)."""
-        self.checkpoints.mkdir(parents=True, exist_ok=True)
         metrics = self.path / "metrics.jsonl"
         config_file = self.path / "config.json"
+        with disk_errors_reported(self.checkpoints):
+            self.checkpoints.mkdir(parents=True, exist_ok=True)
         if resumed_at is None or not config_file.is_file():
-            write_json_atomically(config_file, config)
-            metrics.unlink(missing_ok=True)
+            with disk_errors_reported(config_file):
+                write_json_atomically(config_file, config)
+            with disk_errors_reported(metrics):
+                metrics.unlink(missing_ok=True)
             return
-        first = json.loads(config_file.read_text())
+        first = read_config(self.path)
         resume = {"epoch": resumed_at.epoch, "step": resumed_at.step, "started": config["started"]}
         resume.update(world_size=config["world_size"], hosts=config["hosts"], options=config["options"])
         first.setdefault("resumes", []).append(resume)
-        write_json_atomically(config_file, first)
+        with disk_errors_reported(config_file):
+            write_json_atomically(config_file, first)
         if metrics.is_file():  # epoch lines have no "step"; --log-every lines do
             position = (resumed_at.epoch, resumed_at.step)
-            keep_lines(metrics, lambda line: (line["epoch"], line.get("step", float("inf"))) <= position)
+            with disk_errors_reported(metrics):
+                keep_lines(metrics, lambda line: (line["epoch"], line.get("step", float("inf"))) <= position)
 
     def log(self, metrics: dict[str, Any]) -> None:
-        with open(self.path / "metrics.jsonl", "a") as f:
+        with disk_errors_reported(self.path / "metrics.jsonl"), open(self.path / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
+
+
+# Errors of a disk that no restart mends: full, over quota, read-only, not ours.
+DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+@contextlib.contextmanager
+def disk_errors_reported(path: Path) -> Iterator[None]:
+    """A full or read-only run folder (writing `path`) as a DataError: one line, no restart; other
+    OSErrors as they are."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in DISK_ERRORS:
+            raise
+        raise DataError(
+            f"cannot write {path} ({err.strerror}): free space on that disk or make it writable, "
+            "then run train.sh again with the same --run-dir to go on from its checkpoint"
+        ) from None
+
+
+def read_config(run_dir: Path, fix: str = "") -> dict[str, Any]:
+    """The run folder's config.json, checked for what a resume reads from it; DataError with `fix`
+    (by default, a resume's)."""
+    path = run_dir / "config.json"
+    fix = fix or (
+        f"restore it, or remove it (rm {path}) to resume from the checkpoint alone (a new config.json is written), "
+        "or pass a new --run-dir"
+    )
+    try:
+        first = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"{path} is not readable JSON ({err}): {fix}") from None
+    if not isinstance(first, dict) or not isinstance(first.get("options"), dict):
+        raise DataError(f"{path} is not a config.json of this project (no 'options'): {fix}")
+    if not isinstance(first.get("resumes", []), list):
+        raise DataError(f"{path}: its 'resumes' is not a list: {fix}")
+    return first
