@@ -1,7 +1,7 @@
 """torchrun on one node or several, with failures and restarts reported in one line each.
 
 train.sh runs `python -m <package>.launch --nproc-per-node N [--nnodes M --node-rank R
---master-addr HOST --master-port P --max-restarts K] <training options>`. This starts
+--master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] <training options>`. This starts
 torchrun's own launcher (torch.distributed.run) in this process, so rendezvous, the ranks'
 environment, stopping the other ranks when one fails and restarting them are torchrun's.
 What changes is what the user reads:
@@ -56,6 +56,7 @@ class Layout:
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
     max_restarts: int = 3
+    rdzv_timeout: int = 300  # seconds every node waits for the others (RDZV_TIMEOUT)
 
 
 OPTIONS = {f"--{name.replace('_', '-')}": name for name in Layout.__dataclass_fields__}
@@ -64,7 +65,7 @@ OPTIONS = {f"--{name.replace('_', '-')}": name for name in Layout.__dataclass_fi
 def usage() -> str:
     return (
         f"usage: python -m {__package__}.launch --nproc-per-node N [--nnodes M --node-rank R "
-        "--master-addr HOST --master-port P --max-restarts K] [training options]"
+        "--master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] [training options]"
     )
 
 
@@ -77,7 +78,7 @@ def parse(argv: list[str]) -> tuple[Layout, list[str]] | None:
     if "nproc_per_node" not in given or not all(value.isdigit() for value in numbers.values()):
         return None
     layout = Layout(**{name: value if name == "master_addr" else int(value) for name, value in given.items()})
-    if layout.nproc_per_node < 1 or layout.nnodes < 1 or layout.node_rank >= layout.nnodes:
+    if layout.nproc_per_node < 1 or layout.nnodes < 1 or layout.node_rank >= layout.nnodes or layout.rdzv_timeout < 1:
         return None
     if not 0 < layout.master_port < 65536 or not layout.master_addr:
         return None
@@ -98,6 +99,8 @@ def rendezvous_arguments(layout: Layout) -> list[str]:
     and hung in its second; c10d sharing its store failed every restart the same way; c10d as
     here resumed. c10d numbers the nodes itself (by host name, then process id), so global ranks
     need not follow NODE_RANK; nothing depends on them (a node's ranks share memory by GROUP_RANK).
+    `join_timeout` bounds every node's wait for the others (torch's default is 600 s, unset here
+    before): a node that never arrives ends the run on every node that waits, in one line.
     """
     if layout.nnodes == 1:
         # The ranks' own store on the loopback address: nothing depends on this host's name resolving.
@@ -113,7 +116,7 @@ def rendezvous_arguments(layout: Layout) -> list[str]:
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", f"{host}:{layout.master_port}",
         "--rdzv-id", f"{__package__}-{layout.master_port}",  # the same on every node, without another variable
-        "--rdzv-conf", f"is_host={str(layout.node_rank == 0).lower()}",
+        "--rdzv-conf", f"is_host={str(layout.node_rank == 0).lower()},join_timeout={layout.rdzv_timeout}",
         *here,
     ]  # fmt: skip
 
@@ -239,6 +242,27 @@ def restart_line(failures: dict | None, restarts_left: int, nnodes: int) -> str:
 
 
 RANK_GROUPS: set[int] = set()  # the process groups of every rank this launcher started
+ARRIVED: list[str] = []  # the nodes (host, launcher pid) the rendezvous has seen this round (watch_arrivals)
+
+
+def watch_arrivals(handler) -> None:
+    """Keep in ARRIVED the nodes c10d's rendezvous has seen (joined or waiting) at each sync of its
+    state, as "host (pid P)": on a timeout it removes this node before it raises, so what came is
+    only known while it waits. Private state of torch's DynamicRendezvousHandler (torch 2.13):
+    without it, ARRIVED stays empty and the timeout's line says so."""
+    holder = getattr(handler, "_state_holder", None)
+    if holder is None or getattr(holder, "watched", False):
+        return
+    sync = holder.sync
+
+    def recording_sync(*args, **kwargs):
+        result = sync(*args, **kwargs)
+        nodes = {*getattr(holder.state, "participants", ()), *getattr(holder.state, "wait_list", ())}
+        if nodes:
+            ARRIVED[:] = sorted(f"{node.addr} (pid {node.pid})" for node in nodes)
+        return result
+
+    holder.sync, holder.watched = recording_sync, True
 
 
 def report_restarts(error_file: Path, nnodes: int) -> None:
@@ -267,6 +291,11 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
                     self._remaining_restarts = 0
             return result
 
+        def _rendezvous(self, worker_group) -> None:
+            ARRIVED.clear()  # of this round
+            watch_arrivals(worker_group.spec.rdzv_handler)
+            super()._rendezvous(worker_group)
+
         def _restart_workers(self, worker_group) -> None:
             print(restart_line(self.failures, self._remaining_restarts, nnodes), file=sys.stderr, flush=True)
             self.failures = None
@@ -288,14 +317,17 @@ def rendezvous_failure(err: Exception, layout: Layout) -> str:
     if isinstance(err, RendezvousClosedError):
         return "error: the run ended on another node (its output says why); this node's ranks stopped too"
     if isinstance(err, RendezvousTimeoutError):
+        came = f"{len(ARRIVED)} came ({', '.join(ARRIVED)})" if ARRIVED else "which came is unknown"
+        missing = f", {layout.nnodes - len(ARRIVED)} missing" if ARRIVED else ""
         return (
-            f"error: not all NNODES={layout.nnodes} nodes joined the rendezvous at {where} in time: start "
-            "./train.sh on every node with the same NNODES, MASTER_ADDR and MASTER_PORT, and NODE_RANK 0..NNODES-1"
+            f"error: not all NNODES={layout.nnodes} nodes joined the rendezvous at {where} within RDZV_TIMEOUT="
+            f"{layout.rdzv_timeout} s (node {layout.node_rank} here; {came}{missing}): start ./train.sh on every node "
+            "with the same NNODES, MASTER_ADDR and MASTER_PORT, each with its own NODE_RANK 0..NNODES-1"
         )
     if isinstance(err, RendezvousConnectionError) and layout.node_rank == 0:
         return (
             f"error: node 0 cannot host the rendezvous at {where}: MASTER_ADDR must be this machine and MASTER_PORT "
-            "free here (pick another)"
+            "free here (another node started with NODE_RANK=0 holds it, or another program: pick another)"
         )
     if isinstance(err, RendezvousConnectionError):
         return (
