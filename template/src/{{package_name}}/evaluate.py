@@ -64,6 +64,8 @@ def main(
             data = read_config(run_dir, fix=instead).get("data")
             if not isinstance(data, str):
                 raise DataError(f"{run_dir / 'config.json'} names no data set: pass --data")
+        if "\0" in data:  # no file name holds one; the loader would look for a data set there
+            raise DataError("--data holds a NUL byte (\\0), which no file name can hold: pass it without one")
         heldout_dir = f"{str(data).rstrip('/')}/heldout"
         heldout = HeldoutLoader(heldout_dir, world_size=1, rank=0, batch_size=256)
         try:

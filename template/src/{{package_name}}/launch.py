@@ -1,6 +1,7 @@
 """torchrun on one node or several, with failures and restarts reported in one line each.
 
-train.sh runs `python -m <package>.launch --nproc-per-node N [--nnodes M --node-rank R
+train.sh runs `python -m <package>.launch --preflight W <training options>` (train.py's checks
+before anything starts, W the ranks of all nodes), then `python -m <package>.launch --nproc-per-node N [--nnodes M --node-rank R
 --master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] <training options>`. This starts
 torchrun's own launcher (torch.distributed.run) in this process, so rendezvous, the ranks'
 environment, stopping the other ranks when one fails and restarting them are torchrun's.
@@ -43,7 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT, DataError
+from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT, DataError, Stopped, stop_with_one_line
 
 
 @dataclass(frozen=True)
@@ -291,6 +292,11 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
                     self._remaining_restarts = 0
             return result
 
+        def _shutdown(self, death_sig: signal.Signals = signal.SIGTERM, timeout: int = 30) -> None:
+            # torchrun passes a Ctrl-C on to the ranks as SIGINT, which a rank still starting Python
+            # (or in any step) turns into a KeyboardInterrupt traceback; SIGTERM ends it quietly.
+            super()._shutdown(signal.SIGTERM if death_sig == signal.SIGINT else death_sig, timeout)
+
         def _rendezvous(self, worker_group) -> None:
             ARRIVED.clear()  # of this round
             watch_arrivals(worker_group.spec.rdzv_handler)
@@ -338,6 +344,21 @@ def rendezvous_failure(err: Exception, layout: Layout) -> str:
 
 
 def main(argv: list[str]) -> int:
+    # Ctrl-C or SIGTERM before torchrun takes over the signals (while torch is imported, say):
+    # one line, and the scratch folder and the lock let go, as after one that comes later.
+    stop_with_one_line()
+    try:
+        if argv[:1] == ["--preflight"]:  # train.sh's checks before launching, with the signals as here
+            from .train import app
+
+            app(argv, prog_name="train.sh")
+        return start(argv)
+    except Stopped as stopped:
+        print(f"error: train.sh was stopped by {stopped.signal.name} before its ranks started", file=sys.stderr)
+        return 128 + stopped.signal.value
+
+
+def start(argv: list[str]) -> int:
     parsed = parse(argv)
     if parsed is None:
         print(usage(), file=sys.stderr)
