@@ -17,13 +17,17 @@ holds what the plan cannot give back:
 
 A checkpoint is written to a temporary name and renamed after every rank has finished the
 step, and the newest KEEP are kept: a run killed while writing leaves the previous
-checkpoint whole.
+checkpoint whole. A write that fails (a full or read-only disk) removes its temporary file
+and is a DataError: one line, and no restart, which would meet the same disk. A resume reads
+the newest checkpoint that can be read, naming each newer one that cannot.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,9 +38,13 @@ import torch.distributed as dist
 
 from .errors import DataError
 from .progress import Stretch, steps_done
+from .run_folder import DISK_ERRORS
 
 KEEP = 3
 NAME = re.compile(r"epoch-(\d{4,})-step-(\d{6,})\.pt")
+# What a checkpoint holds: to be scored (evaluate.py), and to be resumed from.
+SCORED = {"model": dict, "epoch": int, "step": int}
+RESUMED = {**SCORED, "optimizer": dict, "done": list, "world_size": int, "ranks": list, "options": dict}
 
 
 @dataclass(frozen=True, order=True)
@@ -108,6 +116,30 @@ def gather_ranks(sums: list[float], elapsed: float) -> list[dict[str, Any]]:
 # --- writing and reading -----------------------------------------------------------------
 
 
+class WholeWrites:
+    """A file descriptor as torch.save's file, which keeps the OSError that stopped a write. torch's
+    writer turns an error of its file into a RuntimeError without the errno ("unexpected pos"),
+    a full disk included; save() raises the OSError instead."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        whole = memoryview(data).cast("B")
+        view = whole
+        try:
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError as err:
+            self.error = err
+            raise
+        return whole.nbytes
+
+    def flush(self) -> None:
+        pass
+
+
 def save(
     directory: Path,
     position: Position,
@@ -132,21 +164,49 @@ def save(
         "ranks": ranks,
         "options": options,
     }
-    torch.save(state, partial)
-    partial.replace(path)
+    try:
+        with open(partial, "wb") as file:
+            writer = WholeWrites(file.fileno())
+            try:
+                torch.save(state, writer)
+            except RuntimeError:
+                if writer.error is None:
+                    raise
+                raise writer.error from None
+            os.fsync(file.fileno())  # a full disk shows here, not after the rename
+        partial.replace(path)
+    except OSError as err:
+        partial.unlink(missing_ok=True)  # the previous checkpoints stay as they were
+        if err.errno not in DISK_ERRORS:
+            raise
+        raise DataError(
+            f"cannot write the checkpoint {path} ({err.strerror}): free space on that disk or make it writable, "
+            "then run train.sh again with the same --run-dir to go on from the previous checkpoint"
+        ) from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     for _, old in saved(directory)[:-keep]:
         old.unlink(missing_ok=True)
     return path
 
 
-def load(path: Path, map_location: str | torch.device = "cpu") -> dict:
-    """A checkpoint's state; DataError naming the file when it is not one."""
+class Unreadable(DataError):
+    """A file that is not a checkpoint of this project (the message names it and why)."""
+
+
+def load(
+    path: Path, map_location: str | torch.device = "cpu", fields: dict[str, type] = SCORED, mmap: bool = False
+) -> dict:
+    """A checkpoint's state with `fields` of their types; Unreadable naming the file and why not."""
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError) as err:
-        raise DataError(f"{path} is not a readable checkpoint ({err}): pass another --checkpoint") from None
-    if not isinstance(state, dict) or not {"model", "optimizer", "epoch", "step"} <= set(state):
-        raise DataError(f"{path} lacks the model, optimizer or position of a checkpoint: pass another")
+        state = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except Exception as err:  # whatever torch's reader or its weights-only unpickler make of bytes that are not one
+        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise Unreadable(f"{path} is not a readable checkpoint ({reason})") from None
+    for name, kind in fields.items():
+        if not isinstance(state, dict) or not isinstance(state.get(name), kind) or isinstance(state.get(name), bool):
+            raise Unreadable(f"{path} is not a checkpoint of this project (no {name!r} of type {kind.__name__})")
     return state
 
 
@@ -154,15 +214,45 @@ def position_of(state: dict) -> Position:
     return Position(state["epoch"], state["step"], tuple(Stretch(*stretch) for stretch in state.get("done", ())))
 
 
+def newest_readable(directory: Path, quiet: bool = False) -> tuple[dict, Path] | None:
+    """The newest checkpoint in `directory` that can be read, and its path; None when there is none.
+    Unless `quiet`, each newer one that cannot be read is named on stderr; DataError with the fix
+    when none can. `quiet` (the check before launching) maps the files instead of reading them:
+    it needs only their options."""
+    found = saved(directory)
+    unreadable = []
+    for _, path in reversed(found):
+        try:
+            state = load(path, fields=RESUMED, mmap=quiet)
+        except Unreadable as err:
+            unreadable.append(str(err))
+            continue
+        for reason in unreadable if not quiet else ():
+            print(f"warning: {reason}: resuming from {path.name} instead", file=sys.stderr, flush=True)
+        return state, path
+    if unreadable:
+        raise DataError(
+            f"none of the {len(found)} checkpoints in {directory} can be read ({unreadable[0]}): remove them "
+            f"(rm {directory}/*.pt) to train that run folder afresh, or pass a new --run-dir"
+        )
+    return None
+
+
 def newest(directory: Path) -> dict | None:
-    """Rank 0 reads the newest checkpoint in `directory` and every rank gets it (None when there
-    is none), so the run folder need only be on rank 0's disk."""
-    state = [None]
+    """Rank 0 reads the newest readable checkpoint in `directory` and every rank gets it (None
+    when there is none; its path as "path"), so the run folder need only be on rank 0's disk.
+    Its DataError reaches every rank, so that none waits for a broadcast that never comes."""
+    found: list[Any] = [None]
     if dist.get_rank() == 0:
-        found = saved(directory)
-        state = [load(found[-1][1]) if found else None]
-    dist.broadcast_object_list(state, src=0)
-    return state[0]
+        try:
+            readable = newest_readable(directory)
+            found = [None if readable is None else {**readable[0], "path": str(readable[1])}]
+        except DataError as err:
+            found = [f"error: {err}"]
+    dist.broadcast_object_list(found, src=0)
+    if isinstance(found[0], str):
+        raise DataError(found[0].removeprefix("error: "))
+    return found[0]
 
 
 def restore(
@@ -185,8 +275,15 @@ def restore(
     if state is None:
         seed_rank(seed, rank)
         return Position(0, 0), [0.0] * num_sums, 0.0
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as err:  # torch's words for weights that do not fit
+        reason = str(err).strip().splitlines()[-1].strip()[:200]
+        raise DataError(
+            f"{state.get('path', 'the checkpoint')} holds a model or optimizer of another shape ({reason}): "
+            "resume with the model it was trained with, or pass a new --run-dir"
+        ) from None
     start = position_of(state)
     ranks = state["ranks"]
     if state["world_size"] == world_size:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -46,9 +47,37 @@ def lost_a_peer(err: BaseException) -> bool:
 
 @contextlib.contextmanager
 def reported_as_one_line() -> Iterator[None]:
-    """Turn a DataError into `error: <message>` on stderr and exit code 2, without a traceback."""
+    """Turn a DataError into `error: <message>` on stderr and exit code 2, without a traceback; so
+    too a path with a NUL byte, which Python refuses before any file system sees it."""
     try:
         yield
     except DataError as err:
         report(f"error: {err}")
         raise SystemExit(2) from None
+    except Stopped as stopped:
+        report(f"error: stopped by {stopped.signal.name} before anything was written")
+        raise SystemExit(128 + stopped.signal.value) from None
+    except ValueError as err:
+        if "embedded null byte" not in str(err):
+            raise
+        report("error: a path given holds a NUL byte (\\0), which no file name can hold: pass it without one")
+        raise SystemExit(2) from None
+
+
+class Stopped(BaseException):
+    """SIGINT or SIGTERM, raised where the process is (an import of torch, say): see stop_with_one_line."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signal = signal.Signals(signum)
+
+
+def stop_with_one_line() -> None:
+    """Have SIGINT and SIGTERM raise Stopped, which the CLI turns into one line (and exit code
+    128 + the signal's number) instead of Python's KeyboardInterrupt traceback, or a silent end."""
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)

@@ -8,17 +8,17 @@ The data set and the model's shape come from the run folder's config.json (or --
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import torch
 import typer
 
-from .checkpoint import load, saved
+from .checkpoint import Unreadable, load, saved
 from .errors import DataError, reported_as_one_line
 from .loader import HeldoutLoader
 from .model import make_model
+from .run_folder import read_config
 
 app = typer.Typer(add_completion=False)
 
@@ -60,13 +60,27 @@ def main(
         if data is None:
             if run_dir is None:
                 raise DataError("pass --data: without --run-dir the data set is not known")
-            data = json.loads((run_dir / "config.json").read_text())["data"]
+            instead = "pass --checkpoint (one of its checkpoints) and --data instead"
+            data = read_config(run_dir, fix=instead).get("data")
+            if not isinstance(data, str):
+                raise DataError(f"{run_dir / 'config.json'} names no data set: pass --data")
+        if "\0" in data:  # no file name holds one; the loader would look for a data set there
+            raise DataError("--data holds a NUL byte (\\0), which no file name can hold: pass it without one")
         heldout_dir = f"{str(data).rstrip('/')}/heldout"
         heldout = HeldoutLoader(heldout_dir, world_size=1, rank=0, batch_size=256)
-        state = load(path)
+        try:
+            state = load(path)
+        except Unreadable as err:
+            raise DataError(f"{err}: pass --checkpoint with a checkpoint a run wrote (in its checkpoints/)") from None
         example = next(iter(heldout))["x"][0]
         model = make_model(example, heldout.manifest["num_classes"])
-        model.load_state_dict(state["model"])
+        try:
+            model.load_state_dict(state["model"])
+        except RuntimeError as err:  # torch's words for weights that do not fit the model
+            raise DataError(
+                f"{path} holds a model of another shape than this project makes for {data} "
+                f"({str(err).strip().splitlines()[-1].strip()[:200]}): pass the --data it was trained on"
+            ) from None
         correct, total = heldout_accuracy(model, heldout)
     print(
         f"{path}: epoch {state['epoch']} step {state['step']}: held-out accuracy {correct / max(total, 1):.4f} "

@@ -1,7 +1,8 @@
 """torchrun on one node or several, with failures and restarts reported in one line each.
 
-train.sh runs `python -m <package>.launch --nproc-per-node N [--nnodes M --node-rank R
---master-addr HOST --master-port P --max-restarts K] <training options>`. This starts
+train.sh runs `python -m <package>.launch --preflight W <training options>` (train.py's checks
+before anything starts, W the ranks of all nodes), then `python -m <package>.launch --nproc-per-node N [--nnodes M --node-rank R
+--master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] <training options>`. This starts
 torchrun's own launcher (torch.distributed.run) in this process, so rendezvous, the ranks'
 environment, stopping the other ranks when one fails and restarting them are torchrun's.
 What changes is what the user reads:
@@ -18,10 +19,16 @@ What changes is what the user reads:
   `error:` line, with its exit code or signal; a Python exception's traceback stays above
   it, as the rank printed it. The other ranks lose it in their next collective: they stop
   without a traceback, and the launcher names the rank that died, not them.
-- Without --run-dir (or --resume) in the training options, the launcher adds
-  `--run-dir runs/<time>-<id>`, chosen once here: every restart of the ranks then works in the
-  same run folder and resumes from its checkpoint (on several nodes, rank 0's folder is
-  everyone's: train.py broadcasts it).
+- Without --run-dir in the training options, the launcher adds `--run-dir runs/<time>-<id>`
+  (with --resume, the newest run folder in runs/), chosen once here: every restart of the ranks
+  then works in the same run folder and resumes from its checkpoint (on several nodes, node 0's
+  folder is everyone's: train.py broadcasts it).
+- One run per run folder: node 0's launcher holds the folder's lock (run_folder.lock) from
+  before any rank starts until it ends, across every restart; a second train.sh on the folder
+  is refused in one line naming the run that holds it.
+- Nothing left behind: the launcher's scratch folder in TMPDIR (`<package>-launch-<host>-<pid>-*`:
+  the ranks' error lines and temporary files, torchrun's logs) is removed once every process
+  the ranks started is gone, and the next start removes those of launchers that died (kill -9).
 """
 
 from __future__ import annotations
@@ -30,12 +37,14 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT
+from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT, DataError, Stopped, stop_with_one_line
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class Layout:
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
     max_restarts: int = 3
+    rdzv_timeout: int = 300  # seconds every node waits for the others (RDZV_TIMEOUT)
 
 
 OPTIONS = {f"--{name.replace('_', '-')}": name for name in Layout.__dataclass_fields__}
@@ -56,7 +66,7 @@ OPTIONS = {f"--{name.replace('_', '-')}": name for name in Layout.__dataclass_fi
 def usage() -> str:
     return (
         f"usage: python -m {__package__}.launch --nproc-per-node N [--nnodes M --node-rank R "
-        "--master-addr HOST --master-port P --max-restarts K] [training options]"
+        "--master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] [training options]"
     )
 
 
@@ -69,7 +79,7 @@ def parse(argv: list[str]) -> tuple[Layout, list[str]] | None:
     if "nproc_per_node" not in given or not all(value.isdigit() for value in numbers.values()):
         return None
     layout = Layout(**{name: value if name == "master_addr" else int(value) for name, value in given.items()})
-    if layout.nproc_per_node < 1 or layout.nnodes < 1 or layout.node_rank >= layout.nnodes:
+    if layout.nproc_per_node < 1 or layout.nnodes < 1 or layout.node_rank >= layout.nnodes or layout.rdzv_timeout < 1:
         return None
     if not 0 < layout.master_port < 65536 or not layout.master_addr:
         return None
@@ -90,6 +100,8 @@ def rendezvous_arguments(layout: Layout) -> list[str]:
     and hung in its second; c10d sharing its store failed every restart the same way; c10d as
     here resumed. c10d numbers the nodes itself (by host name, then process id), so global ranks
     need not follow NODE_RANK; nothing depends on them (a node's ranks share memory by GROUP_RANK).
+    `join_timeout` bounds every node's wait for the others (torch's default is 600 s, unset here
+    before): a node that never arrives ends the run on every node that waits, in one line.
     """
     if layout.nnodes == 1:
         # The ranks' own store on the loopback address: nothing depends on this host's name resolving.
@@ -105,7 +117,7 @@ def rendezvous_arguments(layout: Layout) -> list[str]:
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", f"{host}:{layout.master_port}",
         "--rdzv-id", f"{__package__}-{layout.master_port}",  # the same on every node, without another variable
-        "--rdzv-conf", f"is_host={str(layout.node_rank == 0).lower()}",
+        "--rdzv-conf", f"is_host={str(layout.node_rank == 0).lower()},join_timeout={layout.rdzv_timeout}",
         *here,
     ]  # fmt: skip
 
@@ -118,14 +130,72 @@ def torchrun_arguments(layout: Layout, training_options: list[str], log_dir: Pat
     ]  # fmt: skip
 
 
-def with_run_dir(training_options: list[str]) -> list[str]:
-    """The options with a --run-dir: the given one, or a new runs/<time>-<id> that every restart
-    reuses; with --resume alone, train.py's choice (the newest run folder) is left to it."""
-    if any(option in ("--run-dir", "--resume") or option.startswith("--run-dir=") for option in training_options):
-        return training_options
-    from .run_folder import new_run_dir  # imports torch: only when launching
+def given_run_dir(training_options: list[str]) -> Path | None:
+    """The --run-dir of the training options (the last one given, as typer reads them)."""
+    found = None
+    for i, option in enumerate(training_options):
+        if option == "--run-dir" and i + 1 < len(training_options):
+            found = Path(training_options[i + 1])
+        elif option.startswith("--run-dir="):
+            found = Path(option.removeprefix("--run-dir="))
+    return found
 
-    return [*training_options, "--run-dir", str(new_run_dir())]
+
+def with_run_dir(training_options: list[str]) -> tuple[list[str], Path]:
+    """The options with a --run-dir, and that folder: the given one, else with --resume the newest
+    in runs/ (DataError when there is none), else a new runs/<time>-<id>; every restart reuses it."""
+    given = given_run_dir(training_options)
+    if given is not None:
+        return training_options, given
+    from .run_folder import new_run_dir, newest_run_dir  # imports torch: only when launching
+
+    chosen = newest_run_dir() if "--resume" in training_options else new_run_dir()
+    return [*training_options, "--run-dir", str(chosen)], chosen
+
+
+def scratch_prefix() -> str:
+    """The name of this host's launchers' scratch folders up to the pid."""
+    return f"{__package__}-launch-{socket.gethostname()}-"
+
+
+def remove_dead_scratch(temporary: Path) -> None:
+    """Remove the scratch folders that launchers of this host, now dead (kill -9), left in `temporary`."""
+    from .run_folder import process_alive
+
+    for stale in temporary.glob(scratch_prefix() + "*"):
+        pid = stale.name[len(scratch_prefix()) :].split("-")[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def processes_in_groups(groups: set[int]) -> list[int]:
+    """The live processes (not zombies) of these process groups: on Linux, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) in groups and state != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+# How long the launcher waits for the ranks' DataLoader workers after the ranks ended: a worker
+# whose rank was killed notices within its watchdog's interval (torch's MP_STATUS_CHECK_INTERVAL,
+# 5 s), then runs multiprocessing's clean-up in the ranks' temporary folder.
+WORKERS_GONE_SECONDS = 30
+
+
+def wait_for_groups(groups: set[int], seconds: float = WORKERS_GONE_SECONDS) -> bool:
+    """Whether every process of `groups` (each rank is the leader of its own: torchrun starts it
+    in a new session, and its DataLoader workers inherit the group) ended within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while processes_in_groups(groups):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def what_ended(rank: int, exitcode: int) -> str:
@@ -172,6 +242,30 @@ def restart_line(failures: dict | None, restarts_left: int, nnodes: int) -> str:
     return f"restart: {first_failure(failures, nnodes) or OTHER_NODE}; restarting all ranks, {left}"
 
 
+RANK_GROUPS: set[int] = set()  # the process groups of every rank this launcher started
+ARRIVED: list[str] = []  # the nodes (host, launcher pid) the rendezvous has seen this round (watch_arrivals)
+
+
+def watch_arrivals(handler) -> None:
+    """Keep in ARRIVED the nodes c10d's rendezvous has seen (joined or waiting) at each sync of its
+    state, as "host (pid P)": on a timeout it removes this node before it raises, so what came is
+    only known while it waits. Private state of torch's DynamicRendezvousHandler (torch 2.13):
+    without it, ARRIVED stays empty and the timeout's line says so."""
+    holder = getattr(handler, "_state_holder", None)
+    if holder is None or getattr(holder, "watched", False):
+        return
+    sync = holder.sync
+
+    def recording_sync(*args, **kwargs):
+        result = sync(*args, **kwargs)
+        nodes = {*getattr(holder.state, "participants", ()), *getattr(holder.state, "wait_list", ())}
+        if nodes:
+            ARRIVED[:] = sorted(f"{node.addr} (pid {node.pid})" for node in nodes)
+        return result
+
+    holder.sync, holder.watched = recording_sync, True
+
+
 def report_restarts(error_file: Path, nnodes: int) -> None:
     """Have torchrun's agent print one line for each restart, and not restart after a bad input.
 
@@ -185,6 +279,11 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
     class ReportingAgent(LocalElasticAgent):
         failures: dict | None = None  # of this node's ranks, since the last restart
 
+        def _start_workers(self, worker_group):
+            pids = super()._start_workers(worker_group)
+            RANK_GROUPS.update(pids.values())  # each rank leads its process group
+            return pids
+
         def _monitor_workers(self, worker_group):
             result = super()._monitor_workers(worker_group)
             if result.is_failed():
@@ -192,6 +291,16 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
                 if reported_causes(error_file):  # bad data or options: every restart would meet them again
                     self._remaining_restarts = 0
             return result
+
+        def _shutdown(self, death_sig: signal.Signals = signal.SIGTERM, timeout: int = 30) -> None:
+            # torchrun passes a Ctrl-C on to the ranks as SIGINT, which a rank still starting Python
+            # (or in any step) turns into a KeyboardInterrupt traceback; SIGTERM ends it quietly.
+            super()._shutdown(signal.SIGTERM if death_sig == signal.SIGINT else death_sig, timeout)
+
+        def _rendezvous(self, worker_group) -> None:
+            ARRIVED.clear()  # of this round
+            watch_arrivals(worker_group.spec.rdzv_handler)
+            super()._rendezvous(worker_group)
 
         def _restart_workers(self, worker_group) -> None:
             print(restart_line(self.failures, self._remaining_restarts, nnodes), file=sys.stderr, flush=True)
@@ -214,14 +323,17 @@ def rendezvous_failure(err: Exception, layout: Layout) -> str:
     if isinstance(err, RendezvousClosedError):
         return "error: the run ended on another node (its output says why); this node's ranks stopped too"
     if isinstance(err, RendezvousTimeoutError):
+        came = f"{len(ARRIVED)} came ({', '.join(ARRIVED)})" if ARRIVED else "which came is unknown"
+        missing = f", {layout.nnodes - len(ARRIVED)} missing" if ARRIVED else ""
         return (
-            f"error: not all NNODES={layout.nnodes} nodes joined the rendezvous at {where} in time: start "
-            "./train.sh on every node with the same NNODES, MASTER_ADDR and MASTER_PORT, and NODE_RANK 0..NNODES-1"
+            f"error: not all NNODES={layout.nnodes} nodes joined the rendezvous at {where} within RDZV_TIMEOUT="
+            f"{layout.rdzv_timeout} s (node {layout.node_rank} here; {came}{missing}): start ./train.sh on every node "
+            "with the same NNODES, MASTER_ADDR and MASTER_PORT, each with its own NODE_RANK 0..NNODES-1"
         )
     if isinstance(err, RendezvousConnectionError) and layout.node_rank == 0:
         return (
             f"error: node 0 cannot host the rendezvous at {where}: MASTER_ADDR must be this machine and MASTER_PORT "
-            "free here (pick another)"
+            "free here (another node started with NODE_RANK=0 holds it, or another program: pick another)"
         )
     if isinstance(err, RendezvousConnectionError):
         return (
@@ -232,6 +344,21 @@ def rendezvous_failure(err: Exception, layout: Layout) -> str:
 
 
 def main(argv: list[str]) -> int:
+    # Ctrl-C or SIGTERM before torchrun takes over the signals (while torch is imported, say):
+    # one line, and the scratch folder and the lock let go, as after one that comes later.
+    stop_with_one_line()
+    try:
+        if argv[:1] == ["--preflight"]:  # train.sh's checks before launching, with the signals as here
+            from .train import app
+
+            app(argv, prog_name="train.sh")
+        return start(argv)
+    except Stopped as stopped:
+        print(f"error: train.sh was stopped by {stopped.signal.name} before its ranks started", file=sys.stderr)
+        return 128 + stopped.signal.value
+
+
+def start(argv: list[str]) -> int:
     parsed = parse(argv)
     if parsed is None:
         print(usage(), file=sys.stderr)
@@ -242,13 +369,34 @@ def main(argv: list[str]) -> int:
     # get the user's setting back.
     cpp_log_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
     os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
-    training_options = with_run_dir(training_options)
+    from .run_folder import lock, unlock  # imports torch: after the usage line
+
+    try:
+        training_options, run_dir = with_run_dir(training_options)
+        # The run folder is node 0's: its launcher holds it for the whole run (several nodes on one
+        # machine share the path, and the other nodes' ranks use node 0's choice).
+        held = lock(run_dir) if layout.node_rank == 0 else None
+    except DataError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        return launch(layout, training_options, cpp_log_level)
+    finally:
+        if held is not None:
+            unlock(run_dir, held)
+
+
+def launch(layout: Layout, training_options: list[str], cpp_log_level: str | None) -> int:
+    """torchrun with this node's layout; the exit code (main holds the run folder meanwhile)."""
     # Imported here: torch takes seconds to import, and the usage line needs none of it.
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous import RendezvousError
     from torch.distributed.run import parse_args, run
 
+    from .run_folder import NODE_RANK_VARIABLE
+
+    os.environ[NODE_RANK_VARIABLE] = str(layout.node_rank)  # the ranks inherit it
     if cpp_log_level is None:
         del os.environ["TORCH_CPP_LOG_LEVEL"]
     else:
@@ -265,8 +413,11 @@ def main(argv: list[str]) -> int:
     # find the addresses of the other node's dead ranks and fail to connect (rendezvous_arguments).
     os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     # The ranks' error lines, and torchrun's per-run log folder, which it would otherwise
-    # create in /tmp and leave there after every run.
-    scratch = Path(tempfile.mkdtemp(prefix=f"{__package__}-launch-"))
+    # create in /tmp and leave there after every run. Named by host and pid, so that the next
+    # start can tell one whose launcher died.
+    temporary = Path(tempfile.gettempdir())
+    remove_dead_scratch(temporary)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix()}{os.getpid()}-", dir=temporary))
     error_file = scratch / "errors.txt"
     error_file.touch()
     os.environ[ERROR_FILE_VARIABLE] = str(error_file)  # the ranks inherit it
@@ -300,7 +451,12 @@ def main(argv: list[str]) -> int:
         print(f"error: train.sh was stopped by {stopped.sigval.name}; its ranks were stopped too", file=sys.stderr)
         return 128 + stopped.sigval.value
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        # Only once every process of the ranks' groups is gone: a killed rank's DataLoader workers
+        # outlive it for a few seconds and then clean up their own files in the ranks' TMPDIR
+        # (multiprocessing's pymp-*), which fails with a traceback if the folder is gone. Workers
+        # that outlive the wait leave the folder to the next start (remove_dead_scratch).
+        if wait_for_groups(RANK_GROUPS):
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -136,10 +136,26 @@ def checked_manifest(manifest: Any, where: str | Path, expected_format: str) -> 
     for name, kind in REQUIRED.items():
         if not isinstance(manifest.get(name), kind) or isinstance(manifest.get(name), bool):
             raise DataError(f"{where}: field {name!r} is missing or not a {kind.__name__}: prepare the data again")
+    for name, value, check, what in (
+        ("classes", manifest["classes"], lambda c: all(isinstance(name, str) for name in c), "a list of names"),
+        ("label_counts", manifest["label_counts"], lambda c: all(is_count(n) for n in c), "a list of counts >= 0"),
+        ("labels_sha256", manifest["labels_sha256"], is_sha256, "a sha256 (64 hex digits)"),
+    ):
+        if not check(value):
+            raise DataError(f"{where}: field {name!r} is not {what}: prepare the data again")
     for i, shard in enumerate(manifest["shards"]):
         for name, kind in SHARD_REQUIRED.items():
-            if not isinstance(shard, dict) or not isinstance(shard.get(name), kind):
+            if (
+                not isinstance(shard, dict)
+                or not isinstance(shard.get(name), kind)
+                or isinstance(shard.get(name), bool)
+            ):
                 raise DataError(f"{where}: shards[{i}] lacks {name!r} ({kind.__name__}): prepare the data again")
+        if not is_count(shard["num_samples"]) or not is_count(shard["bytes"]) or not is_sha256(shard["sha256"]):
+            raise DataError(
+                f"{where}: shards[{i}] has an impossible num_samples, bytes (counts >= 0) or sha256 (64 hex digits): "
+                "prepare the data again"
+            )
         relative_path(shard["path"], where)
     relative_path(manifest["labels"], where)
     num_samples, num_classes = manifest["num_samples"], manifest["num_classes"]
@@ -159,10 +175,18 @@ def checked_manifest(manifest: Any, where: str | Path, expected_format: str) -> 
     return manifest
 
 
+def is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def is_sha256(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
 def relative_path(path: str, where: str | Path) -> str:
     """`path` if it is a plain relative path that stays inside the data set (no /, no ..)."""
     parts = PurePosixPath(path).parts
-    if not parts or path.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+    if not parts or path.startswith(("/", "\\")) or ".." in parts or ":" in parts[0] or "\0" in path:
         raise DataError(
             f"{where} names {path!r}, which is not a path inside the data set's folder: "
             "prepare the data again (manifests hold relative paths only)"

@@ -9,18 +9,26 @@
                        --log-every N also one every N steps, with the "step" it was written after
       checkpoints/     epoch-EEEE-step-SSSSSS.pt: model, optimizer and position (checkpoint.py)
 
+      .lock            held by the run's launcher (train.sh's, on node 0) while it runs: "process
+                       PID on host HOST since TIME"; a second train.sh on the folder is refused
+
 Rank 0 writes; every file is written to a temporary name and renamed, so a killed run leaves
 whole files or none.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
+import os
 import platform
 import secrets
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -33,6 +41,10 @@ from .manifest import MANIFEST, sha256_file
 
 PROJECT = Path(__file__).resolve().parents[2]  # src/<package>/run_folder.py -> the project
 LIBRARIES = ("torch", "numpy", "datasets", "webdataset", "pyarrow", "pillow")
+LOCK = ".lock"
+# Set by launch.py for its ranks: the node this rank runs on (NODE_RANK), whose node 0 chose and
+# locked the run folder; torchrun's own numbering of the nodes need not follow NODE_RANK.
+NODE_RANK_VARIABLE = f"{__package__.upper()}_NODE_RANK"
 
 
 def new_run_dir(root: str | Path = "runs") -> Path:
@@ -48,17 +60,81 @@ def newest_run_dir(root: str | Path = "runs") -> Path:
     return runs[-1]
 
 
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def lock(path: Path) -> int:
+    """Hold `path`'s lock for this process (the launcher), creating the folder; the lock's file
+    descriptor. DataError naming the run that holds it.
+
+    An flock: the kernel releases it when the process ends, however it ends (kill -9 too), so a
+    lock file left by a dead run is stale by construction and is simply taken over. The file
+    names its holder, for the refusal. A file another run unlinked (unlock) while this one
+    waited for it is not the lock any more: take the file now at the path instead.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DataError(
+            f"cannot create the run folder {path} ({err.strerror}): pass a --run-dir you can write"
+        ) from None
+    while True:
+        try:
+            fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise DataError(
+                f"cannot write in the run folder {path} ({err.strerror}): pass a --run-dir you can write"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise DataError(
+                f"{path} is in use by the run of {holder}: wait for it to end, or pass another --run-dir"
+            ) from None
+        try:
+            same = os.stat(path / LOCK).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    os.pwrite(fd, f"process {os.getpid()} on host {socket.gethostname()} since {started}\n".encode(), 0)
+    return fd
+
+
+def unlock(path: Path, fd: int) -> None:
+    """Let go of the lock: the file goes first, so that a run waiting on it takes a new one (lock)."""
+    (path / LOCK).unlink(missing_ok=True)
+    os.close(fd)
+
+
 def agreed_run_dir(run_dir: Path | None, resume: bool = False) -> Path:
-    """The run folder every rank uses, rank 0's choice: `run_dir`, else with `resume` the newest
-    in runs/, else a new one. Ranks of other nodes may have been given another default."""
+    """The run folder every rank uses: the choice of node 0's first rank (the folder node 0's
+    launcher locked): `run_dir`, else with `resume` the newest in runs/, else a new one. Ranks
+    of other nodes may have been given another default."""
+    leaders: list[Any] = [None] * dist.get_world_size()
+    leader = os.environ.get(NODE_RANK_VARIABLE, "0") == "0" and os.environ.get("LOCAL_RANK", "0") == "0"
+    dist.all_gather_object(leaders, leader)
+    source = leaders.index(True) if True in leaders else 0
     choice: list[str | None] = [None]
-    if dist.get_rank() == 0:
+    if dist.get_rank() == source:
         try:
             chosen = run_dir if run_dir is not None else newest_run_dir() if resume else new_run_dir()
             choice = [str(chosen)]
         except DataError as err:
             choice = [f"error: {err}"]
-    dist.broadcast_object_list(choice, src=0)
+    dist.broadcast_object_list(choice, src=source)
     if choice[0].startswith("error: "):
         raise DataError(choice[0].removeprefix("error: "))
     return Path(choice[0])
@@ -77,8 +153,11 @@ def manifest_sha256(data: str | Path) -> str | None:
 
 def write_json_atomically(path: Path, value: Any) -> None:
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(value, indent=2, default=str) + "\n")
-    partial.replace(path)
+    try:
+        partial.write_text(json.dumps(value, indent=2, default=str) + "\n")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)  # gone after the rename; half-written after a failed write
 
 
 def git_state() -> dict[str, Any]:
@@ -134,22 +213,65 @@ class RunFolder:
         """A new run writes config.json and starts metrics.jsonl afresh. A resumed one keeps
         both: it adds when, where and on how many ranks it resumed to config.json's "resumes",
         and drops the metrics of the epochs it runs again (a run killed after its last line)."""
-        self.checkpoints.mkdir(parents=True, exist_ok=True)
         metrics = self.path / "metrics.jsonl"
         config_file = self.path / "config.json"
+        with disk_errors_reported(self.checkpoints):
+            self.checkpoints.mkdir(parents=True, exist_ok=True)
         if resumed_at is None or not config_file.is_file():
-            write_json_atomically(config_file, config)
-            metrics.unlink(missing_ok=True)
+            with disk_errors_reported(config_file):
+                write_json_atomically(config_file, config)
+            with disk_errors_reported(metrics):
+                metrics.unlink(missing_ok=True)
             return
-        first = json.loads(config_file.read_text())
+        first = read_config(self.path)
         resume = {"epoch": resumed_at.epoch, "step": resumed_at.step, "started": config["started"]}
         resume.update(world_size=config["world_size"], hosts=config["hosts"], options=config["options"])
         first.setdefault("resumes", []).append(resume)
-        write_json_atomically(config_file, first)
+        with disk_errors_reported(config_file):
+            write_json_atomically(config_file, first)
         if metrics.is_file():  # epoch lines have no "step"; --log-every lines do
             position = (resumed_at.epoch, resumed_at.step)
-            keep_lines(metrics, lambda line: (line["epoch"], line.get("step", float("inf"))) <= position)
+            with disk_errors_reported(metrics):
+                keep_lines(metrics, lambda line: (line["epoch"], line.get("step", float("inf"))) <= position)
 
     def log(self, metrics: dict[str, Any]) -> None:
-        with open(self.path / "metrics.jsonl", "a") as f:
+        with disk_errors_reported(self.path / "metrics.jsonl"), open(self.path / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
+
+
+# Errors of a disk that no restart mends: full, over quota, read-only, not ours.
+DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+@contextlib.contextmanager
+def disk_errors_reported(path: Path) -> Iterator[None]:
+    """A full or read-only run folder (writing `path`) as a DataError: one line, no restart; other
+    OSErrors as they are."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in DISK_ERRORS:
+            raise
+        raise DataError(
+            f"cannot write {path} ({err.strerror}): free space on that disk or make it writable, "
+            "then run train.sh again with the same --run-dir to go on from its checkpoint"
+        ) from None
+
+
+def read_config(run_dir: Path, fix: str = "") -> dict[str, Any]:
+    """The run folder's config.json, checked for what a resume reads from it; DataError with `fix`
+    (by default, a resume's)."""
+    path = run_dir / "config.json"
+    fix = fix or (
+        f"restore it, or remove it (rm {path}) to resume from the checkpoint alone (a new config.json is written), "
+        "or pass a new --run-dir"
+    )
+    try:
+        first = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"{path} is not readable JSON ({err}): {fix}") from None
+    if not isinstance(first, dict) or not isinstance(first.get("options"), dict):
+        raise DataError(f"{path} is not a config.json of this project (no 'options'): {fix}")
+    if not isinstance(first.get("resumes", []), list):
+        raise DataError(f"{path}: its 'resumes' is not a list: {fix}")
+    return first

@@ -1,0 +1,65 @@
+"""Mutants of issue 19 (reliability): the run folder's lock, the rendezvous timeout, the layout
+check of the nodes and what is restarted. Each is killed by the generated test named in
+`only_test` (verified by hand: applied to a render, that test fails; restored, it passes)."""
+
+from __future__ import annotations
+
+from mutants_framework import Mutant
+
+MUTANTS = [
+    Mutant(
+        "lock-ignored",
+        "a second train.sh on one run folder is not refused: two runs write one folder",
+        function="lock",
+        edits=(("            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)", "            pass"),),
+        backends=("memory",),  # run_folder.py and launch.py are the same for every backend
+        samplers=("global",),
+        only_test="tests/test_launch.py::test_a_lock_left_by_a_dead_process_is_taken_over_and_a_held_one_names_its_holder",
+    ),
+    Mutant(
+        "rdzv-timeout-unset",
+        "RDZV_TIMEOUT is not passed to the rendezvous: a node that never arrives is waited for 600 s",
+        function="rendezvous_arguments",
+        edits=((',join_timeout={layout.rdzv_timeout}"', '"'),),
+        backends=("memory",),
+        samplers=("global",),
+        only_test="tests/test_multinode.py::test_a_node_that_never_arrives_ends_the_run_in_one_line_within_rdzv_timeout",
+    ),
+    Mutant(
+        "layout-unchecked",
+        "nodes with different NPROC (or one NODE_RANK) train on a world size nobody asked for",
+        function="main",
+        edits=(("            check_layout()\n", ""),),
+        backends=("memory",),
+        samplers=("global",),
+        only_test="tests/test_multinode.py::test_two_nodes_with_one_node_rank_or_different_nproc_are_refused_on_every_node",
+    ),
+    Mutant(
+        "bad-input-restarted",
+        "a rank's bad input (a checkpoint of another model) is restarted like a crash",
+        function="report_restarts",
+        edits=(("                    self._remaining_restarts = 0", "                    pass"),),
+        backends=("memory",),
+        samplers=("global",),
+        only_test="tests/test_bad_inputs.py::test_a_bad_input_ends_with_one_error_line_and_leaves_nothing_behind"
+        "[train.sh: a checkpoint of another model]",
+    ),
+    Mutant(
+        "full-disk-restarted",
+        "a checkpoint that cannot be written on a full disk is a crash: a traceback and a restart",
+        function="save",
+        edits=(("        if err.errno not in DISK_ERRORS:\n            raise\n", "        raise\n"),),
+        backends=("memory",),
+        samplers=("global",),
+        only_test="tests/test_resume.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_ends_the_run_in_one_line",
+    ),
+    Mutant(
+        "unreadable-checkpoint-stops",
+        "an unreadable newest checkpoint stops the run instead of resuming from the one before",
+        function="newest_readable",
+        edits=(("            unreadable.append(str(err))\n            continue\n", "            raise\n"),),
+        backends=("memory",),
+        samplers=("global",),
+        only_test="tests/test_resume.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_ends_the_run_in_one_line",
+    ),
+]
