@@ -78,6 +78,22 @@ def lab_to_rgb(image: Image.Image) -> Image.Image:
     return ImageCms.applyTransform(image, transform)
 
 
+class SampleError(DataError):
+    """A DataError about one stored sample: `sample <key> (<where>) <problem>`, so that the
+    loader can add the sample's source (sample_sources.named_by_source)."""
+
+    def __init__(self, key: str, where: str, problem: str) -> None:
+        super().__init__(f"sample {key} ({where}) {problem}")
+        self.key, self.where, self.problem = key, where, problem
+
+    def __reduce__(self) -> tuple:  # passed from a worker to the trainer by pickle
+        return SampleError, (self.key, self.where, self.problem)
+
+
+# What a payload that does not decode raises (UnicodeDecodeError is a ValueError).
+DECODE_ERRORS = (ValueError, OSError, EOFError, SyntaxError, Image.DecompressionBombError)
+
+
 def decode_image(payload: bytes) -> torch.Tensor:
     with Image.open(io.BytesIO(payload)) as image:
         if image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * IMAGE_SIZE:
@@ -119,6 +135,10 @@ def decode(payload: bytes, extension: str) -> torch.Tensor:
     return DECODERS[extension](payload)
 
 
+def first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
 MakeBatch = Callable[[Sequence[Record], int], dict]  # (records, num_classes) -> batch, run in the workers
 
 
@@ -127,22 +147,25 @@ def decode_batch(records: Sequence[Record], num_classes: int) -> dict:
     tensors = []
     for record in records:
         if record.extension not in DECODERS:
-            raise DataError(
-                f"sample {record.key} ({record.where}) is a .{record.extension} payload and decode.py reads "
-                f"{known_extensions()}: add a decoder for it"
+            raise SampleError(
+                record.key,
+                record.where,
+                f"is a .{record.extension} payload and decode.py reads {known_extensions()}: add a decoder for it",
             )
         if not 0 <= record.label < num_classes:
-            raise DataError(
-                f"sample {record.key} ({record.where}) has label {record.label}, outside [0, {num_classes}): "
-                "prepare the data again"
+            raise SampleError(
+                record.key,
+                record.where,
+                f"has label {record.label}, outside [0, {num_classes}): prepare the data again",
             )
         try:
             tensors.append(decode(record.payload, record.extension))
-        except (ValueError, OSError, EOFError, SyntaxError, Image.DecompressionBombError) as err:
-            raise DataError(
-                f"sample {record.key} ({record.where}) does not decode as .{record.extension} "
-                f"({str(err).splitlines()[0] if str(err) else type(err).__name__}): fix or remove it at the source, "
-                "then prep again"
+        except DECODE_ERRORS as err:
+            raise SampleError(
+                record.key,
+                record.where,
+                f"does not decode as .{record.extension} ({first_line(err)}): fix or remove it at the source, "
+                "then prep again",
             ) from None
     shapes = {tuple(t.shape) for t in tensors}
     if len(shapes) > 1:
