@@ -286,13 +286,29 @@ def table_batches(path: Path, columns: list[str] | None = None) -> Iterator[Any]
         raise DataError(f"{path}: unknown table type {path.suffix!r}: use .parquet, .jsonl or .csv")
 
 
-def table(path: Path, label_column: str) -> Source:
+def table(path: Path, label_column: str, image_column: str | None = None) -> Source:
     """The label column plus numeric feature columns, in file order; each row's features
-    become one float32 .npy payload. A first pass reads only the label column."""
+    become one float32 .npy payload. A first pass reads only the label column. A parquet or
+    Arrow table with an image column (binary, or the {bytes, path} struct of Hugging Face's
+    Image feature) gives the stored image bytes instead (hf_sources.py)."""
     import pyarrow as pa
 
+    from . import hf_sources
+
     if not path.is_file():
-        raise DataError(f"{path} not found: pass a .parquet, .jsonl or .csv file")
+        raise DataError(f"{path} not found: pass a .parquet, .arrow, .jsonl or .csv file")
+    if path.suffix in (".parquet", ".arrow"):
+        schema = hf_sources.file_schema(path)
+        features = hf_sources.schema_features(schema)
+        if (
+            image_column is not None
+            or path.suffix == ".arrow"
+            or hf_sources.image_column_of(schema, features, None, "")
+        ):
+            description = {"kind": "table", "path": str(path.resolve())}
+            return hf_sources.image_rows(
+                [path], features, str(path), lambda i: f"row {i + 1}", description, image_column, label_column
+            )
 
     def parsed(columns: list[str] | None = None) -> Iterator[Any]:
         try:
@@ -315,7 +331,10 @@ def table(path: Path, label_column: str) -> Source:
         if f.name != label_column and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
     ]
     if not feature_columns:
-        raise DataError(f"{path} has no numeric feature column besides {label_column!r}: add one, or featurize first")
+        raise DataError(
+            f"{path} has no numeric feature column besides {label_column!r}, nor an image column (binary, or a "
+            f"struct of bytes and path; columns: {', '.join(first.schema.names)}): add one, or featurize first"
+        )
     names, num_rows = set(), 0
     for batch in parsed([label_column]):
         values = batch.column(label_column)
