@@ -14,9 +14,11 @@
   times faster for photos, and within DRAFT_TOLERANCE of the full decode (mean absolute
   difference, out of 255; tests/test_decode.py checks it).
 - npy: numpy's .npy format with allow_pickle=False (data, never code): float32.
-- txt: UTF-8 text as its bytes, cut or zero-padded to TEXT_BYTES: uint8 [TEXT_BYTES].
+- txt: UTF-8 text as its bytes, whole up to TEXT_MAX_BYTES (a longer text is cut there):
+  uint8 [length]. A batch of texts is zero-padded to its longest, with each text's length
+  in batch["lengths"] (byte 0 is padding: the text model leaves it out).
 
-Every sample of a batch must decode to the same shape, so that the batch stacks. Swap in
+Every other sample of a batch must decode to the same shape, so that the batch stacks. Swap in
 your own transform (augmentation, another size, a tokenizer) in `decode`; an extension
 without a decoder, or a payload that does not decode, is a DataError naming the sample.
 """
@@ -34,7 +36,7 @@ from PIL import Image, ImageOps
 from .errors import DataError
 
 IMAGE_SIZE = 32
-TEXT_BYTES = 256
+TEXT_MAX_BYTES = 4096  # bytes of a text kept: longer texts are cut (a cap on a batch's memory)
 IMAGE_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "webp", "bmp", "gif"})
 BACKGROUND = (255, 255, 255)  # what transparent pixels show: white, as a browser shows them
 # Reduced-scale JPEG decoding keeps at least DRAFT_FACTOR x IMAGE_SIZE pixels a side, so the
@@ -109,10 +111,16 @@ def decode_array(payload: bytes) -> torch.Tensor:
 
 def decode_text(payload: bytes) -> torch.Tensor:
     payload.decode("utf-8")  # refuse bytes that are not UTF-8 text
-    data = np.zeros(TEXT_BYTES, dtype=np.uint8)
-    head = np.frombuffer(payload[:TEXT_BYTES], dtype=np.uint8)
-    data[: len(head)] = head
-    return torch.from_numpy(data)
+    return torch.from_numpy(np.frombuffer(payload[:TEXT_MAX_BYTES], dtype=np.uint8).copy())
+
+
+def padded_texts(tensors: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Texts of any length -> (uint8 [B, longest] zero-padded, int64 [B] lengths); stacked by
+    default_collate, which in a worker puts the batch straight into shared memory."""
+    lengths = torch.tensor([len(t) for t in tensors], dtype=torch.int64)
+    longest = max(int(lengths.max()), 1)
+    padded = [torch.nn.functional.pad(t, (0, longest - len(t))) for t in tensors]
+    return torch.utils.data.default_collate(padded), lengths
 
 
 DECODERS = {
@@ -167,6 +175,14 @@ def decode_batch(records: Sequence[Record], num_classes: int) -> dict:
                 f"does not decode as .{record.extension} ({first_line(err)}): fix or remove it at the source, "
                 "then prep again",
             ) from None
+    if all(record.extension == "txt" for record in records):
+        x, lengths = padded_texts(tensors)
+        return {
+            "key": [record.key for record in records],
+            "x": x,
+            "lengths": lengths,
+            "y": torch.tensor([record.label for record in records], dtype=torch.int64),
+        }
     shapes = {tuple(t.shape) for t in tensors}
     if len(shapes) > 1:
         raise DataError(

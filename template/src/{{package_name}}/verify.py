@@ -30,7 +30,7 @@ def default_processes() -> int:
     return max(1, min(8, len(os.sched_getaffinity(0))))
 
 
-Shapes = dict[tuple[str, tuple[int, ...]], str]  # (dtype, shape) -> the first source decoding to it
+Shapes = dict[tuple[str, tuple[int | str, ...]], str]  # (dtype, shape) -> the first source decoding to it
 
 
 def check_chunk(items: list[tuple[str, bytes, str]]) -> tuple[Shapes, tuple[str, str] | None]:
@@ -41,7 +41,8 @@ def check_chunk(items: list[tuple[str, bytes, str]]) -> tuple[Shapes, tuple[str,
             x = decode(payload, extension)
         except DECODE_ERRORS as err:
             return shapes, (source, f"does not decode as .{extension} ({first_line(err)})")
-        shapes.setdefault((str(x.dtype).removeprefix("torch."), tuple(x.shape)), source)
+        shape = ("length",) if extension == "txt" else tuple(x.shape)  # texts are padded to one batch
+        shapes.setdefault((str(x.dtype).removeprefix("torch."), shape), source)
     return shapes, None
 
 
@@ -97,6 +98,6 @@ class Verifier:
             )
 
 
-def describe(kind: tuple[str, tuple[int, ...]]) -> str:
+def describe(kind: tuple[str, tuple[int | str, ...]]) -> str:
     dtype, shape = kind
     return f"{dtype} [{', '.join(map(str, shape))}]"
