@@ -115,7 +115,7 @@ def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
     """Read and sanity-check DIR/manifest.json; raise DataError with the fix on any problem."""
     path = Path(root) / MANIFEST
     if not path.is_file():
-        raise DataError(f"{path} not found: prepare the data first: {prep_hint(Path(root))}")
+        raise DataError(f"{path} not found: prepare the data first: {prep_hint(Path(root), expected_format)}")
     try:
         manifest = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -123,11 +123,15 @@ def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
     return checked_manifest(manifest, path, expected_format)
 
 
-def prep_hint(root: Path) -> str:
+def prep_hint(root: Path, expected_format: str) -> str:
     """The prep command for what `root` holds (its first thousand entries tell), or for each kind."""
     prep = f"python -m {__package__}.prep"
     entries = list(itertools.islice(root.iterdir(), 1000)) if root.is_dir() else []
     suffixes = {p.suffix for p in entries}
+    if ".tar" in suffixes:
+        if expected_format == "webdataset":
+            return f"it holds .tar shards: index them where they are with `{prep} webdataset {root}`"
+        return f"it holds .tar shards: convert them with `{prep} webdataset {root} --out {root}-prepared`"
     if {"dataset_info.json", "dataset_dict.json", "state.json"} & {p.name for p in entries} or ".arrow" in suffixes:
         return f"it holds a Hugging Face data set: `{prep} hf {root} --out {root}-prepared`"
     if ".parquet" in suffixes:
