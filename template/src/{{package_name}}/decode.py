@@ -2,13 +2,23 @@
 
     decode(payload, extension) -> Tensor
 
-- images (png, jpg, jpeg, webp, bmp, gif): Pillow, converted to RGB, resized so the shorter
-  side is IMAGE_SIZE and centre-cropped to IMAGE_SIZE x IMAGE_SIZE: uint8 [3, S, S]. uint8
-  keeps the worker-to-trainer hand-off 4x smaller than float; the model scales to [0, 1].
+- images (png, jpg, jpeg, webp, bmp, gif): Pillow, turned upright by their EXIF orientation,
+  converted to RGB (`to_rgb`), resized so the shorter side is IMAGE_SIZE and centre-cropped
+  to IMAGE_SIZE x IMAGE_SIZE: uint8 [3, S, S]. uint8 keeps the worker-to-trainer hand-off 4x
+  smaller than float; the model scales to [0, 1]. Every mode Pillow opens gets there:
+  16-bit and 32-bit integer images are scaled from 0..65535 to 0..255 (not clipped at 255),
+  float images are taken as 0..1, and transparency (an alpha channel, or a palette or
+  tRNS transparent colour) is composited on BACKGROUND (white). A JPEG at least
+  2 x DRAFT_FACTOR times IMAGE_SIZE a side is decoded at a reduced scale (1/2, 1/4 or 1/8, by
+  libjpeg, Image.draft) that still leaves DRAFT_FACTOR x IMAGE_SIZE pixels a side: several
+  times faster for photos, and within DRAFT_TOLERANCE of the full decode (mean absolute
+  difference, out of 255; tests/test_decode.py checks it).
 - npy: numpy's .npy format with allow_pickle=False (data, never code): float32.
-- txt: UTF-8 text as its bytes, cut or zero-padded to TEXT_BYTES: uint8 [TEXT_BYTES].
+- txt: UTF-8 text as its bytes, whole up to TEXT_MAX_BYTES (a longer text is cut there):
+  uint8 [length]. A batch of texts is zero-padded to its longest, with each text's length
+  in batch["lengths"] (byte 0 is padding: the text model leaves it out).
 
-Every sample of a batch must decode to the same shape, so that the batch stacks. Swap in
+Every other sample of a batch must decode to the same shape, so that the batch stacks. Swap in
 your own transform (augmentation, another size, a tokenizer) in `decode`; an extension
 without a decoder, or a payload that does not decode, is a DataError naming the sample.
 """
@@ -26,8 +36,13 @@ from PIL import Image, ImageOps
 from .errors import DataError
 
 IMAGE_SIZE = 32
-TEXT_BYTES = 256
+TEXT_MAX_BYTES = 4096  # bytes of a text kept: longer texts are cut (a cap on a batch's memory)
 IMAGE_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "webp", "bmp", "gif"})
+BACKGROUND = (255, 255, 255)  # what transparent pixels show: white, as a browser shows them
+# Reduced-scale JPEG decoding keeps at least DRAFT_FACTOR x IMAGE_SIZE pixels a side, so the
+# bilinear resize that follows still averages several decoded pixels into each output pixel.
+DRAFT_FACTOR = 2
+DRAFT_TOLERANCE = 3.0  # mean |draft - full decode| per pixel value, out of 255
 
 
 @dataclass(frozen=True)
@@ -41,9 +56,51 @@ class Record:
     where: str  # the file or shard it came from, for error messages
 
 
+def to_rgb(image: Image.Image) -> Image.Image:
+    """Any image Pillow opens -> 8-bit RGB as it is meant to be seen: upright, full range, opaque."""
+    image = ImageOps.exif_transpose(image)  # a phone's photo is stored sideways, with a tag
+    if image.mode.startswith("I"):  # I;16, I;16B, ... and I: 16-bit values, scaled (convert clips at 255)
+        pixels = np.asarray(image).astype(np.float64)
+        image = Image.fromarray(np.clip(np.rint(pixels / 257), 0, 255).astype(np.uint8), "L")
+    elif image.mode == "F":  # floating point: taken as 0..1
+        image = Image.fromarray(np.clip(np.rint(np.asarray(image) * 255), 0, 255).astype(np.uint8), "L")
+    elif image.mode == "LAB":  # convert has no LAB -> RGB: a colour transform does it
+        image = lab_to_rgb(image)
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
+        # Palette and tRNS transparency become alpha too; La (premultiplied) goes through LA.
+        rgba = (image.convert("LA") if image.mode == "La" else image).convert("RGBA")
+        return Image.alpha_composite(Image.new("RGBA", rgba.size, (*BACKGROUND, 255)), rgba).convert("RGB")
+    return image.convert("RGB")
+
+
+def lab_to_rgb(image: Image.Image) -> Image.Image:
+    from PIL import ImageCms
+
+    transform = ImageCms.buildTransform(ImageCms.createProfile("LAB"), ImageCms.createProfile("sRGB"), "LAB", "RGB")
+    return ImageCms.applyTransform(image, transform)
+
+
+class SampleError(DataError):
+    """A DataError about one stored sample: `sample <key> (<where>) <problem>`, so that the
+    loader can add the sample's source (sample_sources.named_by_source)."""
+
+    def __init__(self, key: str, where: str, problem: str) -> None:
+        super().__init__(f"sample {key} ({where}) {problem}")
+        self.key, self.where, self.problem = key, where, problem
+
+    def __reduce__(self) -> tuple:  # passed from a worker to the trainer by pickle
+        return SampleError, (self.key, self.where, self.problem)
+
+
+# What a payload that does not decode raises (UnicodeDecodeError is a ValueError).
+DECODE_ERRORS = (ValueError, OSError, EOFError, SyntaxError, Image.DecompressionBombError)
+
+
 def decode_image(payload: bytes) -> torch.Tensor:
     with Image.open(io.BytesIO(payload)) as image:
-        image = ImageOps.fit(image.convert("RGB"), (IMAGE_SIZE, IMAGE_SIZE), method=Image.Resampling.BILINEAR)
+        if image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * IMAGE_SIZE:
+            image.draft(None, (DRAFT_FACTOR * IMAGE_SIZE, DRAFT_FACTOR * IMAGE_SIZE))
+        image = ImageOps.fit(to_rgb(image), (IMAGE_SIZE, IMAGE_SIZE), method=Image.Resampling.BILINEAR)
     return torch.from_numpy(np.asarray(image).transpose(2, 0, 1).copy())
 
 
@@ -54,10 +111,16 @@ def decode_array(payload: bytes) -> torch.Tensor:
 
 def decode_text(payload: bytes) -> torch.Tensor:
     payload.decode("utf-8")  # refuse bytes that are not UTF-8 text
-    data = np.zeros(TEXT_BYTES, dtype=np.uint8)
-    head = np.frombuffer(payload[:TEXT_BYTES], dtype=np.uint8)
-    data[: len(head)] = head
-    return torch.from_numpy(data)
+    return torch.from_numpy(np.frombuffer(payload[:TEXT_MAX_BYTES], dtype=np.uint8).copy())
+
+
+def padded_texts(tensors: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Texts of any length -> (uint8 [B, longest] zero-padded, int64 [B] lengths); stacked by
+    default_collate, which in a worker puts the batch straight into shared memory."""
+    lengths = torch.tensor([len(t) for t in tensors], dtype=torch.int64)
+    longest = max(int(lengths.max()), 1)
+    padded = [torch.nn.functional.pad(t, (0, longest - len(t))) for t in tensors]
+    return torch.utils.data.default_collate(padded), lengths
 
 
 DECODERS = {
@@ -80,6 +143,10 @@ def decode(payload: bytes, extension: str) -> torch.Tensor:
     return DECODERS[extension](payload)
 
 
+def first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
 MakeBatch = Callable[[Sequence[Record], int], dict]  # (records, num_classes) -> batch, run in the workers
 
 
@@ -88,23 +155,34 @@ def decode_batch(records: Sequence[Record], num_classes: int) -> dict:
     tensors = []
     for record in records:
         if record.extension not in DECODERS:
-            raise DataError(
-                f"sample {record.key} ({record.where}) is a .{record.extension} payload and decode.py reads "
-                f"{known_extensions()}: add a decoder for it"
+            raise SampleError(
+                record.key,
+                record.where,
+                f"is a .{record.extension} payload and decode.py reads {known_extensions()}: add a decoder for it",
             )
         if not 0 <= record.label < num_classes:
-            raise DataError(
-                f"sample {record.key} ({record.where}) has label {record.label}, outside [0, {num_classes}): "
-                "prepare the data again"
+            raise SampleError(
+                record.key,
+                record.where,
+                f"has label {record.label}, outside [0, {num_classes}): prepare the data again",
             )
         try:
             tensors.append(decode(record.payload, record.extension))
-        except (ValueError, OSError, EOFError, SyntaxError, Image.DecompressionBombError) as err:
-            raise DataError(
-                f"sample {record.key} ({record.where}) does not decode as .{record.extension} "
-                f"({str(err).splitlines()[0] if str(err) else type(err).__name__}): fix or remove it at the source, "
-                "then prep again"
+        except DECODE_ERRORS as err:
+            raise SampleError(
+                record.key,
+                record.where,
+                f"does not decode as .{record.extension} ({first_line(err)}): fix or remove it at the source, "
+                "then prep again",
             ) from None
+    if all(record.extension == "txt" for record in records):
+        x, lengths = padded_texts(tensors)
+        return {
+            "key": [record.key for record in records],
+            "x": x,
+            "lengths": lengths,
+            "y": torch.tensor([record.label for record in records], dtype=torch.int64),
+        }
     shapes = {tuple(t.shape) for t in tensors}
     if len(shapes) > 1:
         raise DataError(

@@ -8,6 +8,7 @@ elsewhere can never make a loader read (or copy into shared memory) a file outsi
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -114,14 +115,33 @@ def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
     """Read and sanity-check DIR/manifest.json; raise DataError with the fix on any problem."""
     path = Path(root) / MANIFEST
     if not path.is_file():
-        raise DataError(
-            f"{path} not found: prepare the data first, e.g. `python -m {__package__}.prep synthetic --out {root}`"
-        )
+        raise DataError(f"{path} not found: prepare the data first: {prep_hint(Path(root), expected_format)}")
     try:
         manifest = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataError(f"{path} is not readable JSON ({err}): prepare the data again") from err
     return checked_manifest(manifest, path, expected_format)
+
+
+def prep_hint(root: Path, expected_format: str) -> str:
+    """The prep command for what `root` holds (its first thousand entries tell), or for each kind."""
+    prep = f"python -m {__package__}.prep"
+    entries = list(itertools.islice(root.iterdir(), 1000)) if root.is_dir() else []
+    suffixes = {p.suffix for p in entries}
+    if ".tar" in suffixes:
+        if expected_format == "webdataset":
+            return f"it holds .tar shards: index them where they are with `{prep} webdataset {root}`"
+        return f"it holds .tar shards: convert them with `{prep} webdataset {root} --out {root}-prepared`"
+    if {"dataset_info.json", "dataset_dict.json", "state.json"} & {p.name for p in entries} or ".arrow" in suffixes:
+        return f"it holds a Hugging Face data set: `{prep} hf {root} --out {root}-prepared`"
+    if ".parquet" in suffixes:
+        return f"it holds parquet files: `{prep} hf {root} --out {root}-prepared` (or `{prep} table FILE`)"
+    if any(p.is_dir() and not p.name.startswith(".") for p in entries):
+        return f"if it holds one sub-folder per class: `{prep} folder {root} --out {root}-prepared`"
+    return (
+        f"`{prep} folder RAW_DIR --out {root}` (one sub-folder per class), `{prep} table FILE --out {root}`, "
+        f"`{prep} hf SOURCE --out {root}` (a Hugging Face data set) or `{prep} synthetic --out {root}`"
+    )
 
 
 def checked_manifest(manifest: Any, where: str | Path, expected_format: str) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""The classifier: a small CNN for images, an MLP for anything else, picked by the input's shape.
+"""The classifier: a small CNN for images, a bag of byte n-grams for text, an MLP for anything
+else, picked by the input's shape and type.
 
 Images arrive as uint8 [3, H, W] (decode.py) and are scaled to [0, 1] on the device, so the
-worker-to-trainer hand-off moves a quarter of the bytes of float32. Dropout draws from each
+worker-to-trainer hand-off moves a quarter of the bytes of float32. Texts arrive as their
+UTF-8 bytes, uint8 [length], zero-padded to the batch's longest. Dropout draws from each
 rank's own random state (checkpoint.seed_rank), which a checkpoint saves and a resume restores.
 """
 
@@ -20,8 +22,40 @@ class ToUnitRange(nn.Module):
         return x.float() / 255 if x.dtype == torch.uint8 else x.float()
 
 
+class ByteNgrams(nn.Module):
+    """Text as UTF-8 bytes (0: padding) -> the mean embedding of its byte 1-, 2- and 3-grams,
+    hashed into BUCKETS rows (fastText's bag of n-grams), -> class logits. A word shows as the
+    n-grams inside it, so a class that shows in the words is learned in a few passes, in any
+    script and with no tokenizer; word order beyond three bytes is not seen."""
+
+    BUCKETS = 1 << 14  # row 0 is padding: the n-grams that reach into it are left out of the mean
+    ORDERS = (1, 2, 3)
+
+    def __init__(self, num_classes: int, dim: int) -> None:
+        super().__init__()
+        self.embed = nn.EmbeddingBag(self.BUCKETS, dim, mode="mean", padding_idx=0)
+        self.out = nn.Sequential(nn.Dropout(DROPOUT), nn.Linear(dim, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.long()
+        ids = []
+        for n in self.ORDERS:
+            span = x.shape[1] - n + 1
+            if span < 1:
+                continue
+            gram = torch.zeros_like(x[:, :span])
+            for i in range(n):
+                gram = gram * 257 + x[:, i : i + span]
+            bucket = 1 + (gram * 2654435761 + n) % (self.BUCKETS - 1)  # a multiplicative hash, one per order
+            padding = (x[:, :span] == 0) | (x[:, n - 1 : n - 1 + span] == 0)  # padding only ever ends a text
+            ids.append(bucket.masked_fill(padding, 0))
+        return self.out(self.embed(torch.cat(ids, dim=1)))
+
+
 def make_model(example: torch.Tensor, num_classes: int, width: int = 32) -> nn.Module:
     """A model for inputs shaped like `example` (one decoded sample)."""
+    if example.dim() == 1 and example.dtype == torch.uint8:  # text: UTF-8 bytes (decode.py)
+        return ByteNgrams(num_classes, 2 * width)
     if example.dim() == 3:  # [channels, height, width]
         channels = example.shape[0]
         return nn.Sequential(

@@ -1,8 +1,10 @@
 """Raw data -> samples in storage order: the embedded synthetic images, a class-folder tree, a table.
 
 A sample is its payload as the source gave it (encoded image bytes, an .npy array, UTF-8
-text), its extension and an integer label. Nothing here decodes a payload: decoding
-happens in the DataLoader workers (decode.py). Every source is streamed: it knows its
+text), its extension, an integer label and where the source holds it (`Sample.source`: a
+path relative to the folder, a table row), which prep keeps beside the data so that an
+error names the file. Nothing here decodes a payload for training: that happens in the
+DataLoader workers (decode.py); prep decodes every sample once to check it (verify.py). Every source is streamed: it knows its
 sample count and classes before the first sample, then yields one sample at a time, so
 prep's memory does not grow with the data set. Keys are storage positions ("00000000",
 "00000001", ...), so a ledger of keys maps straight back to where a sample is stored.
@@ -32,6 +34,7 @@ class Sample:
     payload: bytes  # as the source gave it: never decoded by prep
     extension: str  # lower case, without the dot: "png", "jpg", "npy", "txt", ...
     label: int
+    source: str = ""  # where the source holds it: "cat/001.jpg", "row 17", ...
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,8 @@ def synthetic(
     def read(selected: np.ndarray | None) -> Iterator[Sample]:
         for position in range(num_samples):
             if selected is None or selected[position]:
-                yield synthetic_sample(position, num_samples, num_classes, seed, stream, image_size)
+                sample = synthetic_sample(position, num_samples, num_classes, seed, stream, image_size)
+                yield Sample(sample.payload, sample.extension, sample.label, f"synthetic sample {position}")
 
     return Source(
         num_samples,
@@ -184,11 +188,12 @@ def check_image_header(path: Path, payload: bytes) -> None:
         raise DataError(f"{path} is not a readable image ({err}): fix or remove it, then prep again") from None
 
 
-def folder(root: Path) -> Source:
+def folder(root: Path, keep_empty_classes: bool = False) -> Source:
     """One sub-folder per class, one file per sample; classes and files in sorted order.
 
     One pass lists and counts the files class by class; reading holds one class's file
-    names at a time, never the data set.
+    names at a time, never the data set. A class folder without files is refused (a class
+    that can never be learned or scored), unless `keep_empty_classes`.
     """
     if not root.is_dir():
         raise DataError(f"{root} is not a folder: pass a folder with one sub-folder per class")
@@ -204,6 +209,13 @@ def folder(root: Path) -> Source:
                 )
             payload_bytes += path.stat().st_size
         counts.append(len(files))
+    empty = [d.name for d, count in zip(class_dirs, counts, strict=True) if count == 0]
+    if empty and sum(counts) and not keep_empty_classes:
+        more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
+        raise DataError(
+            f"{root}: class folder {empty[0]!r}{more} holds no files: add its samples, remove it, "
+            "or pass --keep-empty-classes"
+        )
     if not sum(counts):
         raise DataError(f"{root} holds no class sub-folders with files: expected {root}/<class>/<sample file>")
 
@@ -222,7 +234,7 @@ def folder(root: Path) -> Source:
                         raise DataError(f"{path} is empty: remove it, or replace it with the real sample")
                     if extension_of(path) in IMAGE_EXTENSIONS:
                         check_image_header(path, payload)
-                    yield Sample(payload, extension_of(path), label)
+                    yield Sample(payload, extension_of(path), label, path.relative_to(root).as_posix())
                 position += 1
         if position != sum(counts):
             raise DataError(
@@ -274,13 +286,29 @@ def table_batches(path: Path, columns: list[str] | None = None) -> Iterator[Any]
         raise DataError(f"{path}: unknown table type {path.suffix!r}: use .parquet, .jsonl or .csv")
 
 
-def table(path: Path, label_column: str) -> Source:
+def table(path: Path, label_column: str, image_column: str | None = None) -> Source:
     """The label column plus numeric feature columns, in file order; each row's features
-    become one float32 .npy payload. A first pass reads only the label column."""
+    become one float32 .npy payload. A first pass reads only the label column. A parquet or
+    Arrow table with an image column (binary, or the {bytes, path} struct of Hugging Face's
+    Image feature) gives the stored image bytes instead (hf_sources.py)."""
     import pyarrow as pa
 
+    from . import hf_sources
+
     if not path.is_file():
-        raise DataError(f"{path} not found: pass a .parquet, .jsonl or .csv file")
+        raise DataError(f"{path} not found: pass a .parquet, .arrow, .jsonl or .csv file")
+    if path.suffix in (".parquet", ".arrow"):
+        schema = hf_sources.file_schema(path)
+        features = hf_sources.schema_features(schema)
+        if (
+            image_column is not None
+            or path.suffix == ".arrow"
+            or hf_sources.image_column_of(schema, features, None, "")
+        ):
+            description = {"kind": "table", "path": str(path.resolve())}
+            return hf_sources.image_rows(
+                [path], features, str(path), lambda i: f"row {i + 1}", description, image_column, label_column
+            )
 
     def parsed(columns: list[str] | None = None) -> Iterator[Any]:
         try:
@@ -303,7 +331,10 @@ def table(path: Path, label_column: str) -> Source:
         if f.name != label_column and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
     ]
     if not feature_columns:
-        raise DataError(f"{path} has no numeric feature column besides {label_column!r}: add one, or featurize first")
+        raise DataError(
+            f"{path} has no numeric feature column besides {label_column!r}, nor an image column (binary, or a "
+            f"struct of bytes and path; columns: {', '.join(first.schema.names)}): add one, or featurize first"
+        )
     names, num_rows = set(), 0
     for batch in parsed([label_column]):
         values = batch.column(label_column)
@@ -337,7 +368,7 @@ def table(path: Path, label_column: str) -> Source:
                 if selected is None or selected[position]:
                     payload = io.BytesIO()
                     np.save(payload, features[row], allow_pickle=False)
-                    yield Sample(payload.getvalue(), "npy", class_index[str(label)])
+                    yield Sample(payload.getvalue(), "npy", class_index[str(label)], f"row {position + 1}")
                 position += 1
 
     row_bytes = 128 + 4 * len(feature_columns)  # .npy header + float32 values

@@ -1,0 +1,32 @@
+"""Mutants of issue 18 (data as users hold it): decoding images as they are meant to be seen,
+and prep's check of every file."""
+
+from __future__ import annotations
+
+from mutants_framework import Mutant
+
+MUTANTS = [
+    Mutant(
+        "exif-ignored",
+        "an image's EXIF orientation is ignored: a phone's photo is trained sideways",
+        function="to_rgb",
+        edits=(("image = ImageOps.exif_transpose(image)", "image = image"),),
+        backends=("memory",),  # decode.py is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_decode.py",
+    ),
+    Mutant(
+        "prep-unverified",
+        "prep stores every file without decoding it: a truncated JPEG or a .txt among images is found at training",
+        function="write_dataset",
+        edits=(
+            (
+                "Verifier(where, default_processes()) if verify else contextlib.nullcontext() as verifier",
+                "contextlib.nullcontext() as verifier",
+            ),
+        ),
+        backends=("arrow",),  # prep is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_prep_verification.py",
+    ),
+]
