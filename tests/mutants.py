@@ -292,7 +292,7 @@ MUTANTS += [
     Mutant(
         "payload-unchecked",
         "the webdataset backend trains on whatever bytes a run holds (no digest check against the sample index)",
-        "read_run",
+        "checked_run",
         (('if sample_digest(sample[extension], sample["cls"]) != digests[offset]:', "if False:"),),
         backends=("webdataset",),
         samplers=("shard_buffer",),

@@ -14,8 +14,8 @@ MUTANTS = [
         function="prepare_in_bucket",
         edits=(
             (
-                "            for name in (LABELS, SAMPLE_INDEX):",
-                "            for name in (MANIFEST, LABELS, SAMPLE_INDEX):",
+                "            for name in (LABELS, SOURCES, SAMPLE_INDEX):",
+                "            for name in (MANIFEST, LABELS, SOURCES, SAMPLE_INDEX):",
             ),
         ),
         **S3,
