@@ -16,6 +16,7 @@ The mutants themselves are listed in tests/mutants.py and tests/mutants_*.py (MU
 from __future__ import annotations
 
 import ast
+import functools
 import glob
 import importlib
 import re
@@ -58,6 +59,7 @@ class Definition:
     end: int
 
 
+@functools.cache  # every mutant looks through every module: parse each text once
 def definitions(path: Path, source: str) -> dict[str, list[Definition]]:
     """Every function, method and class of one module by qualified name (nested: Class.method, outer.inner)."""
     lines = source.splitlines(keepends=True)
