@@ -305,7 +305,7 @@ MUTANTS += [
         (("            end_with_launcher()", "            pass"),),
         backends=("memory",),  # launcher_watch.py and its call are the same for every backend
         samplers=("global",),
-        only_test="tests/test_launch.py::test_ranks_end_when_the_launcher_is_killed",
+        only_test="tests/test_launch.py::test_one_run_per_run_folder_and_a_killed_launcher_leaves_neither_ranks_nor_lock_nor_scratch",
     ),
 ]
 

@@ -28,7 +28,7 @@ MUTANTS = [
     Mutant(
         "layout-unchecked",
         "nodes with different NPROC (or one NODE_RANK) train on a world size nobody asked for",
-        function="main",
+        function="train.main",
         edits=(("            check_layout()\n", ""),),
         backends=("memory",),
         samplers=("global",),
