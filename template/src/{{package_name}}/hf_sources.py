@@ -64,9 +64,16 @@ def arrow_reader(path: Path) -> Any:
 
 
 def file_schema(path: Path) -> Any:
+    """The file's schema; DataError naming the file when it is not a parquet or Arrow file."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(path).schema_arrow if path.suffix == ".parquet" else arrow_reader(path).schema
+    try:
+        return pq.ParquetFile(path).schema_arrow if path.suffix == ".parquet" else arrow_reader(path).schema
+    except (pa.ArrowException, OSError) as err:
+        raise DataError(
+            f"cannot parse {path} ({str(err).splitlines()[0]}): check that it is a valid {path.suffix[1:]} file"
+        ) from None
 
 
 def file_batches(path: Path, columns: list[str]) -> Iterator[Any]:
