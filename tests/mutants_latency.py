@@ -5,7 +5,9 @@ and its test seen to fail."""
 from mutants_framework import Mutant
 
 WEBDATASET = {"backends": ("webdataset",), "samplers": ("shard_buffer",)}
-IN_FLIGHT_TEST = "tests/test_http_faults.py::test_with_several_requests_in_flight_the_loader_delivers_exactly_the_epoch_plan"
+IN_FLIGHT_TEST = (
+    "tests/test_http_faults.py::test_with_several_requests_in_flight_the_loader_delivers_exactly_the_epoch_plan"
+)
 
 MUTANTS = [
     Mutant(
@@ -28,7 +30,10 @@ MUTANTS = [
         function="read_ahead",
         edits=(
             ("ThreadPoolExecutor(max_workers=in_flight,", "ThreadPoolExecutor(max_workers=4 * in_flight,"),
-            ("itertools.islice(requests, in_flight - len(pending))", "itertools.islice(requests, 4 * in_flight - len(pending))"),
+            (
+                "itertools.islice(requests, in_flight - len(pending))",
+                "itertools.islice(requests, 4 * in_flight - len(pending))",
+            ),
         ),
         **WEBDATASET,
         only_test=IN_FLIGHT_TEST,
@@ -89,8 +94,12 @@ MUTANTS += [
         "cache-corrupt-entry-fatal",
         "a cache entry that fails its digest ends the run (as if the server's bytes were bad) instead of being fetched again",
         function="ShardCache.fetch",
-        edits=(("return [(start, stop, found[start], start not in downloaded) for start, stop in blocks]",
-                "return [(start, stop, found[start], False) for start, stop in blocks]"),),
+        edits=(
+            (
+                "return [(start, stop, found[start], start not in downloaded) for start, stop in blocks]",
+                "return [(start, stop, found[start], False) for start, stop in blocks]",
+            ),
+        ),
         **WEBDATASET,
         only_test=f"{CACHE_TEST}::test_a_corrupt_entry_is_dropped_and_fetched_again_never_used",
     ),

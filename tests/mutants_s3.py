@@ -37,7 +37,10 @@ MUTANTS = [
                 "retries={},",
             ),
         ),
-        **S3,
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::test_a_burst_of_slow_down_answers_is_ridden_out_and_the_epoch_is_the_plan",
+        },
     ),
     Mutant(
         "s3-credentials-unnamed",
@@ -50,7 +53,10 @@ MUTANTS = [
                 "if False:",
             ),
         ),
-        **S3,
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::test_a_missing_bucket_prefix_or_credentials_are_one_line_naming_the_fix",
+        },
     ),
     Mutant(
         "s3-shards-kept-locally",
