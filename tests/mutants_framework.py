@@ -86,9 +86,11 @@ def locate(package: Path, mutant: Mutant, function: str) -> Definition:
     """The one definition of `function` among all modules of the package."""
     matches = []
     for path in sorted(package.rglob("*.py")):
-        module = ".".join(path.relative_to(package).with_suffix("").parts)
+        parts = path.relative_to(package).with_suffix("").parts
+        # a module is named by its dotted path or any tail of it (`loader`, `data.loader`), so a
+        # mutant still finds its function after the module moves into a folder
         for qualname, found in definitions(path, path.read_text()).items():
-            if function in (qualname, f"{module}.{qualname}"):
+            if function == qualname or function in {".".join(parts[i:]) + f".{qualname}" for i in range(len(parts))}:
                 matches.extend(found)
     if not matches:
         raise MutantError(

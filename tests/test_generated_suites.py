@@ -54,42 +54,62 @@ def sampler_independent_files(backend: str) -> list[str]:
     )
 
 
-def package_imports(path: Path) -> set[str]:
-    """The modules of the package that a file imports (`from myexp import x`, `from myexp.x import y`, `from .x`)."""
+def module_name(package: Path, path: Path) -> str:
+    """A module's dotted name inside the package (`data.loader`; a folder's __init__: `data`)."""
+    parts = path.relative_to(package).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_modules(package: Path) -> dict[str, Path]:
+    return {module_name(package, p): p for p in package.rglob("*.py")}
+
+
+def package_imports(path: Path, package: Path, modules: set[str]) -> set[str]:
+    """The modules of the package that a file imports (`from myexp.data import x`, `from myexp.data.x
+    import y`, `from .x`, `from ..harness import y`), resolved against the file's place in the package."""
+    here = module_name(package, path).split(".") if package in path.parents else []
+    if path.name != "__init__.py" and here:
+        here = here[:-1]  # a module's relative imports start from its folder
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == PACKAGE):
-            module = (node.module or "").removeprefix(PACKAGE).lstrip(".")
-            found |= {module.split(".")[0]} if module else {alias.name for alias in node.names}
+            if node.level:
+                base = here[: len(here) - (node.level - 1)] + ((node.module or "").split(".") if node.module else [])
+            else:
+                base = node.module.split(".")[1:]
+            base_name = ".".join(base)
+            named = {f"{base_name}.{a.name}".lstrip(".") for a in node.names} & modules
+            found |= named or ({base_name} & modules)
         elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith(f"{PACKAGE}.")}
-    return found
+            found |= {a.name.removeprefix(f"{PACKAGE}.") for a in node.names if a.name.startswith(f"{PACKAGE}.")}
+    return found & modules
 
 
-def named_modules(path: Path, modules: set[str]) -> set[str]:
-    """The modules of the package a test file imports or names in a string (`"myexp.train"`, a
-    parametrized `"sampling"`, run in a subprocess or imported by name)."""
-    found = package_imports(path)
+def named_modules(path: Path, package: Path, modules: set[str]) -> set[str]:
+    """The modules of the package a test file imports or names in a string (`"myexp.train"`,
+    `"-m myexp.harness.launch"`, a parametrized `"sampling"`, run in a subprocess or imported by name)."""
+    found = package_imports(path, package, modules)
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            name = node.value.removeprefix(f"-m {PACKAGE}.").removeprefix(f"{PACKAGE}.").split(".")[0]
-            found |= {name} & modules
+            name = node.value.removeprefix(f"-m {PACKAGE}.").removeprefix(f"{PACKAGE}.")
+            found |= {m for m in modules if name == m or name.startswith(f"{m}.") or name.split(".")[0] == m.split(".")[-1]}
     return found
 
 
 def sampler_independent_tests(project: Path, independent: list[str]) -> list[str]:
     """The test files of a project that neither depend on the sampler nor import or name a module that does."""
     package = project / "src" / PACKAGE
-    modules = {p.stem for p in package.glob("*.py")}
-    dependent = {name for name in modules if f"src/{PACKAGE}/{name}.py" not in independent}
+    modules = package_modules(package)
+    names = set(modules)
+    dependent = {name for name, path in modules.items() if str(path.relative_to(project)) not in independent}
     changed = True
     while changed:  # a module importing a sampler-dependent module depends on the sampler too
-        grown = dependent | {p.stem for p in package.glob("*.py") if package_imports(p) & dependent}
+        grown = dependent | {name for name, path in modules.items() if package_imports(path, package, names) & dependent}
         changed, dependent = grown != dependent, grown
     return sorted(
         path
         for path in independent
-        if path.startswith("tests/test_") and not named_modules(project / path, modules) & dependent
+        if path.startswith("tests/test_") and not named_modules(project / path, package, names) & dependent
     )
 
 
@@ -123,7 +143,7 @@ def test_sampler_independent_files_are_rendered_alike(rendered, backend: str) ->
 
 def test_the_sampler_split_is_read_from_the_template(rendered) -> None:
     backend, samplers = "memory", ("global", "block")
-    sampling = f"src/{PACKAGE}/sampling.py"
+    sampling = f"src/{PACKAGE}/data/sampling.py"
     assert sampling not in sampler_independent_files(backend), "sampling.py counted as independent of the sampler"
     texts = {(rendered(backend, sampler) / sampling).read_text() for sampler in samplers}
     assert len(texts) == 2, "sampling.py is the same for two samplers: the split cannot be seen in it"

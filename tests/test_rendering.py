@@ -45,7 +45,7 @@ def test_no_jinja_syntax_survives_rendering(rendered, backend: str, sampler: str
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
 def test_only_the_chosen_backend_and_sampler_are_rendered(rendered, backend: str, sampler: str) -> None:
     project = rendered(backend, sampler)
-    package_files = {p.name for p in (project / "src" / PACKAGE).iterdir()}
+    package_files = {p.name for p in (project / "src" / PACKAGE).rglob("*") if p.is_file()}
     for other, files in BACKEND_FILES.items():
         if other == backend:
             assert files <= package_files, f"{backend}: its backend files {files - package_files} are missing"
@@ -54,7 +54,7 @@ def test_only_the_chosen_backend_and_sampler_are_rendered(rendered, backend: str
                 f"{backend}: files of the {other} backend were rendered: {files & package_files}"
             )
     assert "sampling.py" in package_files, f"{backend}/{sampler}: sampling.py is missing"
-    sampler_doc = (project / "src" / PACKAGE / "sampling.py").read_text().split("\n", 1)[0]
+    sampler_doc = (project / "src" / PACKAGE / "data" / "sampling.py").read_text().split("\n", 1)[0]
     assert f"`{sampler}`" in sampler_doc, f"sampling.py is not the {sampler} sampler: {sampler_doc}"
     if backend == "webdataset":
         assert not MAP_STYLE_ONLY & package_files, (
@@ -93,7 +93,7 @@ def test_defaults_render_the_arrow_backend_with_the_global_sampler(tmp_path: Pat
     assert answers["package_name"] == "ddp_experiment", (
         f"package name derived from the project name: {answers['package_name']}"
     )
-    assert (project / "src" / "ddp_experiment" / "arrow_backend.py").is_file()
+    assert (project / "src" / "ddp_experiment" / "data" / "arrow_backend.py").is_file()
 
 
 def test_webdataset_defaults_to_the_shard_buffer_sampler(tmp_path: Path) -> None:

@@ -14,11 +14,11 @@ from typing import Annotated
 import torch
 import typer
 
-from .checkpoint import Unreadable, load, saved
-from .errors import DataError, reported_as_one_line
-from .loader import HeldoutLoader
+from .data.loader import HeldoutLoader
+from .harness.checkpoint import Unreadable, load, saved
+from .harness.errors import DataError, reported_as_one_line
+from .harness.run_folder import read_config
 from .model import make_model
-from .run_folder import read_config
 
 app = typer.Typer(add_completion=False)
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ..harness.errors import DataError
 from .decode import IMAGE_EXTENSIONS
-from .errors import DataError
 from .sources import Sample, Source
 
 HF_CHUNK_ROWS = 256  # parquet rows decompressed at once (images: a few MB)

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .errors import DataError
+from ..harness.errors import PACKAGE, DataError
 
 MANIFEST = "manifest.json"
 LABELS = "labels.npy"  # int64 label of every sample, by storage position
@@ -125,7 +125,7 @@ def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
 
 def prep_hint(root: Path, expected_format: str) -> str:
     """The prep command for what `root` holds (its first thousand entries tell), or for each kind."""
-    prep = f"python -m {__package__}.prep"
+    prep = f"python -m {PACKAGE}.prep"
     entries = list(itertools.islice(root.iterdir(), 1000)) if root.is_dir() else []
     suffixes = {p.suffix for p in entries}
     if ".tar" in suffixes:
@@ -151,7 +151,7 @@ def checked_manifest(manifest: Any, where: str | Path, expected_format: str) -> 
         found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise DataError(
             f"{where} describes format {found!r}, but this project reads {expected_format!r}: "
-            f"prepare the data with this project's `python -m {__package__}.prep`"
+            f"prepare the data with this project's `python -m {PACKAGE}.prep`"
         )
     for name, kind in REQUIRED.items():
         if not isinstance(manifest.get(name), kind) or isinstance(manifest.get(name), bool):

@@ -1,6 +1,6 @@
 """One rank of bench.py's memory-per-node measurement; torchrun starts W of them on this node.
 
-    python -m torch.distributed.run --standalone --nproc-per-node W -m <package>.bench_ranks MODE DATA SIGNALS
+    python -m torch.distributed.run --standalone --nproc-per-node W -m <package>.data.bench_ranks MODE DATA SIGNALS
 
 MODE is what each rank holds while bench.py adds up the PSS of all ranks and their workers:
 
@@ -25,8 +25,8 @@ import torch
 import torch.distributed as dist
 import typer
 
+from ..harness.errors import reported_as_one_line
 from .decode import payload_batch
-from .errors import reported_as_one_line
 from .loader import RankLoader
 from .manifest import MANIFEST, inside
 

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 # Set by launch.py for the ranks it starts: the file their error lines go to, so that the
 # launcher prints each distinct line once instead of once per rank (see launch.py).
-ERROR_FILE_VARIABLE = f"{__package__.upper()}_ERROR_FILE"
+PACKAGE = __package__.partition(".")[0]  # the project's package: commands and variable names say it
+ERROR_FILE_VARIABLE = f"{PACKAGE.upper()}_ERROR_FILE"
 # The exit code of a rank that stopped because another rank died, and the mark of its line
 # in the error file: a consequence, which the launcher shows only when nothing names a cause.
 LOST_PEER_EXIT = 3

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageOps
 
-from .errors import DataError
+from ..harness.errors import DataError
 
 IMAGE_SIZE = 32
 TEXT_MAX_BYTES = 4096  # bytes of a text kept: longer texts are cut (a cap on a batch's memory)

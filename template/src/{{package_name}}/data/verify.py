@@ -18,8 +18,8 @@ import os
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 
+from ..harness.errors import DataError
 from .decode import DECODE_ERRORS, decode, first_line
-from .errors import DataError
 from .sources import Sample
 
 CHUNK = 64  # samples per task: large enough that pickling, not process hand-offs, dominates

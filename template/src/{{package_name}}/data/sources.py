@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..harness.errors import DataError
 from .decode import IMAGE_EXTENSIONS, can_decode, known_extensions
-from .errors import DataError
 
 SYNTHETIC_SIZE = 32  # pixels per side of the embedded images (prep synthetic --image-size)
 TABLE_CHUNK_ROWS = 4096  # rows a table source holds in memory at once

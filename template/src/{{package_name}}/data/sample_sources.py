@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError
+from ..harness.errors import DataError
 from .manifest import MANIFEST, HashingWriter
 
 SOURCES = "sources.jsonl"

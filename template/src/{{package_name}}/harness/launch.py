@@ -1,7 +1,7 @@
 """torchrun on one node or several, with failures and restarts reported in one line each.
 
-train.sh runs `python -m <package>.launch --preflight W <training options>` (train.py's checks
-before anything starts, W the ranks of all nodes), then `python -m <package>.launch --nproc-per-node N [--nnodes M --node-rank R
+train.sh runs `python -m <package>.harness.launch --preflight W <training options>` (train.py's checks
+before anything starts, W the ranks of all nodes), then `python -m <package>.harness.launch --nproc-per-node N [--nnodes M --node-rank R
 --master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] <training options>`. This starts
 torchrun's own launcher (torch.distributed.run) in this process, so rendezvous, the ranks'
 environment, stopping the other ranks when one fails and restarting them are torchrun's.
@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT, DataError, Stopped, stop_with_one_line
+from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT, PACKAGE, DataError, Stopped, stop_with_one_line
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def rendezvous_arguments(layout: Layout) -> list[str]:
         "--nnodes", str(layout.nnodes),
         "--rdzv-backend", "c10d",
         "--rdzv-endpoint", f"{host}:{layout.master_port}",
-        "--rdzv-id", f"{__package__}-{layout.master_port}",  # the same on every node, without another variable
+        "--rdzv-id", f"{PACKAGE}-{layout.master_port}",  # the same on every node, without another variable
         "--rdzv-conf", f"is_host={str(layout.node_rank == 0).lower()},join_timeout={layout.rdzv_timeout}",
         *here,
     ]  # fmt: skip
@@ -126,7 +126,7 @@ def torchrun_arguments(layout: Layout, training_options: list[str], log_dir: Pat
     return [
         *rendezvous_arguments(layout),
         "--nproc-per-node", str(layout.nproc_per_node), "--max-restarts", str(layout.max_restarts),
-        "--log-dir", str(log_dir), "-m", f"{__package__}.train", *training_options,
+        "--log-dir", str(log_dir), "-m", f"{PACKAGE}.train", *training_options,
     ]  # fmt: skip
 
 
@@ -155,7 +155,7 @@ def with_run_dir(training_options: list[str]) -> tuple[list[str], Path]:
 
 def scratch_prefix() -> str:
     """The name of this host's launchers' scratch folders up to the pid."""
-    return f"{__package__}-launch-{socket.gethostname()}-"
+    return f"{PACKAGE}-launch-{socket.gethostname()}-"
 
 
 def remove_dead_scratch(temporary: Path) -> None:
@@ -349,7 +349,7 @@ def main(argv: list[str]) -> int:
     stop_with_one_line()
     try:
         if argv[:1] == ["--preflight"]:  # train.sh's checks before launching, with the signals as here
-            from .train import app
+            from ..train import app
 
             app(argv, prog_name="train.sh")
         return start(argv)

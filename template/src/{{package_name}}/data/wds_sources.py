@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..harness.errors import DataError
 from .decode import can_decode, known_extensions
-from .errors import DataError
 from .sources import Sample, Source
 
 TAR_BLOCK = 512
