@@ -416,7 +416,7 @@ MUTANTS += [
         "SharedFile.copy_of",
         (
             (
-                'fd = os.memfd_create(f"{__package__}-{name}")',
+                'fd = os.memfd_create(f"{PACKAGE}-{name}")',
                 'fd = os.open(f"/dev/shm/mutant-named-shared-memory-{name}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)',
             ),
         ),
