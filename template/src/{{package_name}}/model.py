@@ -1,5 +1,6 @@
 """The classifier: a small CNN for images, a bag of byte n-grams for text, an MLP for anything
-else, picked by the input's shape and type.
+else, picked by the input's shape and type (`--model small`); or a torchvision model by name
+(`--model resnet18`), with the vision extra: pip install -e '.[vision]'.
 
 Images arrive as uint8 [3, H, W] (decode.py) and are scaled to [0, 1] on the device, so the
 worker-to-trainer hand-off moves a quarter of the bytes of float32. Texts arrive as their
@@ -7,10 +8,13 @@ UTF-8 bytes, uint8 [length], zero-padded to the batch's longest. Dropout draws f
 rank's own random state (checkpoint.seed_rank), which a checkpoint saves and a resume restores.
 """
 
+import importlib
 import math
 
 import torch
 from torch import nn
+
+from .harness.errors import DataError
 
 DROPOUT = 0.1
 
@@ -83,3 +87,55 @@ def make_model(example: torch.Tensor, num_classes: int, width: int = 32) -> nn.M
         nn.Dropout(DROPOUT),
         nn.Linear(hidden, num_classes),
     )
+
+
+def torchvision():
+    """The torchvision module; DataError naming the extra when it is not installed or does not load."""
+    try:
+        return importlib.import_module("torchvision")
+    except ImportError:
+        raise DataError(
+            "--model needs torchvision, which is not installed: pip install -e '.[vision]' "
+            "(the torchvision build that matches your torch), or pass --model small"
+        ) from None
+    except (OSError, RuntimeError) as err:  # a build made for another torch (CUDA libraries missing, ops unknown)
+        raise DataError(
+            f"torchvision does not load with this torch ({str(err).strip()[:150]}): install the torchvision build "
+            "made for your torch, or pass --model small"
+        ) from None
+
+
+def check_vision_model(name: str) -> None:
+    """A torchvision classification model of that name exists; DataError listing some when not."""
+    models = torchvision().models
+    known = models.list_models(module=models)
+    if name not in known:
+        some = ", ".join(n for n in known if n.startswith(("resnet", "convnext", "efficientnet_b", "vit")))
+        raise DataError(
+            f"--model {name}: torchvision has no classification model of that name: pass small or one of {some}"
+        )
+
+
+def vision_model(name: str, example: torch.Tensor, num_classes: int) -> nn.Module:
+    """torchvision's `name` (randomly initialised) with `num_classes` outputs, for uint8 images
+    shaped like `example`; DataError when the images are not images or too small for it."""
+    check_vision_model(name)
+    if example.dim() != 3 or example.shape[0] != 3:
+        raise DataError(
+            f"--model {name} takes RGB images, not samples of shape {list(example.shape)}: pass --model small"
+        )
+    models = torchvision().models
+    try:  # vision transformers are built for one image size: theirs is --image-size
+        net = models.get_model(name, num_classes=num_classes, image_size=example.shape[-1])
+    except TypeError:  # the convolutional ones take any size
+        net = models.get_model(name, num_classes=num_classes)
+    model = nn.Sequential(ToUnitRange(), net)
+    try:  # too small an image fails inside the network: say so before training
+        with torch.no_grad():
+            model.eval()(example.unsqueeze(0).expand(2, -1, -1, -1))
+    except RuntimeError as err:
+        raise DataError(
+            f"--model {name} does not take {example.shape[-2]}x{example.shape[-1]} images "
+            f"({str(err).strip().splitlines()[0][:120]}): pass a larger --image-size"
+        ) from None
+    return model.train()
