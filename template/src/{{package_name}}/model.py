@@ -56,39 +56,6 @@ class ByteNgrams(nn.Module):
         return self.out(self.embed(torch.cat(ids, dim=1)))
 
 
-def make_model(example: torch.Tensor, num_classes: int, width: int = 32) -> nn.Module:
-    """A model for inputs shaped like `example` (one decoded sample)."""
-    if example.dim() == 1 and example.dtype == torch.uint8:  # text: UTF-8 bytes (decode.py)
-        return ByteNgrams(num_classes, 2 * width)
-    if example.dim() == 3:  # [channels, height, width]
-        channels = example.shape[0]
-        return nn.Sequential(
-            ToUnitRange(),
-            nn.Conv2d(channels, width, 3, padding=1),
-            nn.BatchNorm2d(width),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(width, 2 * width, 3, padding=1),
-            nn.BatchNorm2d(2 * width),
-            nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Dropout(DROPOUT),
-            nn.Linear(2 * width, num_classes),
-        )
-    hidden = 4 * width
-    return nn.Sequential(
-        ToUnitRange(),
-        nn.Flatten(),
-        nn.Linear(math.prod(example.shape), hidden),
-        nn.ReLU(),
-        nn.Linear(hidden, hidden),
-        nn.ReLU(),
-        nn.Dropout(DROPOUT),
-        nn.Linear(hidden, num_classes),
-    )
-
-
 def torchvision():
     """The torchvision module; DataError naming the extra when it is not installed or does not load."""
     try:
@@ -139,3 +106,36 @@ def vision_model(name: str, example: torch.Tensor, num_classes: int) -> nn.Modul
             f"({str(err).strip().splitlines()[0][:120]}): pass a larger --image-size"
         ) from None
     return model.train()
+
+
+def make_model(example: torch.Tensor, num_classes: int, width: int = 32) -> nn.Module:
+    """A model for inputs shaped like `example` (one decoded sample)."""
+    if example.dim() == 1 and example.dtype == torch.uint8:  # text: UTF-8 bytes (decode.py)
+        return ByteNgrams(num_classes, 2 * width)
+    if example.dim() == 3:  # [channels, height, width]
+        channels = example.shape[0]
+        return nn.Sequential(
+            ToUnitRange(),
+            nn.Conv2d(channels, width, 3, padding=1),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(width, 2 * width, 3, padding=1),
+            nn.BatchNorm2d(2 * width),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Dropout(DROPOUT),
+            nn.Linear(2 * width, num_classes),
+        )
+    hidden = 4 * width
+    return nn.Sequential(
+        ToUnitRange(),
+        nn.Flatten(),
+        nn.Linear(math.prod(example.shape), hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
+        nn.Dropout(DROPOUT),
+        nn.Linear(hidden, num_classes),
+    )
