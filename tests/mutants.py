@@ -314,9 +314,9 @@ MUTANTS += [
     Mutant(
         "ddp-bypassed",
         "the forward pass goes through model.module: DDP never synchronises the gradients",
-        "train",
-        (("                logits = model(x)", "                logits = model.module(x)"),),
-        backends=("arrow",),  # train.py's loop is the same for every backend: one render suffices
+        "optimizer_step",
+        (("                logits = model(xs)", "                logits = model.module(xs)"),),
+        backends=("arrow",),  # recipe.py's step is the same for every backend: one render suffices
         samplers=("global",),
         only_test="tests/test_train_end_to_end.py",
     ),
@@ -324,7 +324,7 @@ MUTANTS += [
         "unseeded-model",
         "the model is initialised without the seed: two runs with one seed train differently",
         "train",
-        (("    torch.manual_seed(seed)\n", ""),),
+        (("    torch.manual_seed(recipe.seed)\n", ""),),
         **WEBDATASET_ONLY,
         only_test="tests/test_train_end_to_end.py",
     ),

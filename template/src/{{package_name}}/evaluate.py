@@ -3,7 +3,8 @@
     python -m <package>.evaluate --run-dir runs/20261130-142512-3f9c        # its newest checkpoint
     python -m <package>.evaluate --checkpoint runs/.../checkpoints/epoch-0003-step-000000.pt --data data
 
-The data set and the model's shape come from the run folder's config.json (or --data).
+The data set comes from the run folder's config.json (or --data); the model (--model,
+--image-size) from the checkpoint's recipe (recipe.py).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from typing import Annotated
 import torch
 import typer
 
-from .data.decode import IMAGE_SIZE
 from .data.loader import HeldoutLoader
 from .harness.checkpoint import Unreadable, load, saved
+from .harness.ddp import all_sum
 from .harness.errors import DataError, reported_as_one_line
 from .harness.run_folder import read_config
-from .model import make_model
+from .recipe import Recipe
 
 app = typer.Typer(add_completion=False)
 
@@ -36,6 +37,15 @@ def heldout_accuracy(
         correct += (logits.argmax(1).cpu() == batch["y"]).sum().item()
         total += len(batch["y"])
     return correct, total
+
+
+def evaluate(model: torch.nn.Module, heldout: HeldoutLoader, device: torch.device) -> float:
+    """Accuracy on the held-out set in training, each rank scoring its share (a collective).
+    `model` is the plain module, not the DDP wrapper: DDP's forward broadcasts the BatchNorm
+    buffers at every batch, a collective that would hang when the ranks' shares differ by a batch."""
+    correct, total = all_sum(list(heldout_accuracy(model, heldout, device)), device)
+    model.train()
+    return correct / max(total, 1)
 
 
 def newest_checkpoint(run_dir: Path) -> Path:
@@ -67,15 +77,17 @@ def main(
                 raise DataError(f"{run_dir / 'config.json'} names no data set: pass --data")
         if "\0" in data:  # no file name holds one; the loader would look for a data set there
             raise DataError("--data holds a NUL byte (\\0), which no file name can hold: pass it without one")
-        heldout_dir = f"{str(data).rstrip('/')}/heldout"
         try:
             state = load(path)
         except Unreadable as err:
             raise DataError(f"{err}: pass --checkpoint with a checkpoint a run wrote (in its checkpoints/)") from None
-        image_size = state.get("options", {}).get("image_size", IMAGE_SIZE)  # as the run was evaluated
-        heldout = HeldoutLoader(heldout_dir, world_size=1, rank=0, batch_size=256, image_size=image_size)
+        recipe = Recipe.from_options(state.get("options", {}))  # the model it was trained with
+        heldout_dir = f"{str(data).rstrip('/')}/heldout"
+        heldout = HeldoutLoader(
+            heldout_dir, world_size=1, rank=0, batch_size=256, image_size=recipe.image_size
+        )
         example = next(iter(heldout))["x"][0]
-        model = make_model(example, heldout.manifest["num_classes"])
+        model = recipe.build_model(example, heldout.manifest["num_classes"])
         try:
             model.load_state_dict(state["model"])
         except RuntimeError as err:  # torch's words for weights that do not fit the model

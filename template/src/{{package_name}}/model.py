@@ -1,5 +1,8 @@
 """The classifier: a small CNN for images, a bag of byte n-grams for text, an MLP for anything
-else, picked by the input's shape and type.
+else, picked by the input's shape and type (`--model small`); ResNet-18 (`--model resnet18`,
+torchvision's architecture and parameter names, built here so that it needs no extra); or any
+other torchvision classification model by name (`--model resnet50`, `convnext_tiny`, ...) with
+the vision extra: pip install -e '.[vision]'.
 
 Images arrive as uint8 [3, H, W] (decode.py) and are scaled to [0, 1] on the device, so the
 worker-to-trainer hand-off moves a quarter of the bytes of float32. Texts arrive as their
@@ -7,10 +10,13 @@ UTF-8 bytes, uint8 [length], zero-padded to the batch's longest. Dropout draws f
 rank's own random state (checkpoint.seed_rank), which a checkpoint saves and a resume restores.
 """
 
+import importlib
 import math
 
 import torch
 from torch import nn
+
+from .harness.errors import DataError
 
 DROPOUT = 0.1
 
@@ -50,6 +56,116 @@ class ByteNgrams(nn.Module):
             padding = (x[:, :span] == 0) | (x[:, n - 1 : n - 1 + span] == 0)  # padding only ever ends a text
             ids.append(bucket.masked_fill(padding, 0))
         return self.out(self.embed(torch.cat(ids, dim=1)))
+
+
+class BasicBlock(nn.Module):
+    """ResNet's two 3x3 convolutions with a shortcut (a 1x1 convolution where the shape changes)."""
+
+    def __init__(self, inputs: int, outputs: int, stride: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(inputs, outputs, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(outputs)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(outputs, outputs, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(outputs)
+        self.downsample = None
+        if stride != 1 or inputs != outputs:
+            self.downsample = nn.Sequential(nn.Conv2d(inputs, outputs, 1, stride, bias=False), nn.BatchNorm2d(outputs))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shortcut = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(out)) + shortcut)
+
+
+class ResNet18(nn.Module):
+    """ResNet-18 (He et al. 2015) as torchvision builds it: the same layers, initialisation and
+    parameter names (`layer2.0.downsample.0.weight`, `fc.bias`), so torchvision's weights load
+    into it; 11,181,642 parameters with 10 classes."""
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        widths = (64, 128, 256, 512)
+        for i, width in enumerate(widths):
+            inputs, stride = (64, 1) if i == 0 else (widths[i - 1], 2)
+            setattr(self, f"layer{i + 1}", nn.Sequential(BasicBlock(inputs, width, stride), BasicBlock(width, width)))
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512, num_classes)
+        for module in self.modules():
+            if isinstance(module, nn.Conv2d):
+                nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(module, nn.BatchNorm2d):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+NATIVE = {"resnet18": ResNet18}  # models built here, without torchvision
+
+
+def torchvision():
+    """The torchvision module; DataError naming the extra when it is not installed or does not load."""
+    try:
+        return importlib.import_module("torchvision")
+    except ImportError:
+        raise DataError(
+            "--model needs torchvision, which is not installed: pip install -e '.[vision]' "
+            "(the torchvision build that matches your torch), or pass --model small"
+        ) from None
+    except (OSError, RuntimeError) as err:  # a build made for another torch (CUDA libraries missing, ops unknown)
+        raise DataError(
+            f"torchvision does not load with this torch ({str(err).strip()[:150]}): install the torchvision build "
+            "made for your torch, or pass --model small"
+        ) from None
+
+
+def check_vision_model(name: str) -> None:
+    """ResNet-18, or a torchvision classification model of that name; DataError listing some when not."""
+    if name in NATIVE:
+        return
+    models = torchvision().models
+    known = models.list_models(module=models)
+    if name not in known:
+        some = ", ".join(n for n in known if n.startswith(("resnet", "convnext", "efficientnet_b", "vit")))
+        raise DataError(
+            f"--model {name}: torchvision has no classification model of that name: pass small or one of {some}"
+        )
+
+
+def vision_model(name: str, example: torch.Tensor, num_classes: int) -> nn.Module:
+    """ResNet-18 or torchvision's `name` (randomly initialised) with `num_classes` outputs, for uint8 images
+    shaped like `example`; DataError when the images are not images or too small for it."""
+    check_vision_model(name)
+    if example.dim() != 3 or example.shape[0] != 3:
+        raise DataError(
+            f"--model {name} takes RGB images, not samples of shape {list(example.shape)}: pass --model small"
+        )
+    if name in NATIVE:
+        net = NATIVE[name](num_classes)
+    else:
+        models = torchvision().models
+        try:  # vision transformers are built for one image size: theirs is --image-size
+            net = models.get_model(name, num_classes=num_classes, image_size=example.shape[-1])
+        except TypeError:  # the convolutional ones take any size
+            net = models.get_model(name, num_classes=num_classes)
+    model = nn.Sequential(ToUnitRange(), net)
+    try:  # too small an image fails inside the network: say so before training
+        with torch.no_grad():
+            model.eval()(example.unsqueeze(0).expand(2, -1, -1, -1))
+    except RuntimeError as err:
+        raise DataError(
+            f"--model {name} does not take {example.shape[-2]}x{example.shape[-1]} images "
+            f"({str(err).strip().splitlines()[0][:120]}): pass a larger --image-size"
+        ) from None
+    return model.train()
 
 
 def make_model(example: torch.Tensor, num_classes: int, width: int = 32) -> nn.Module:

@@ -1,4 +1,4 @@
-"""Checkpoints: the model, the optimizer and where the run stands, written by rank 0.
+"""Checkpoints: the recipe's stateful parts and where the run stands, written by rank 0.
 
     RUN/checkpoints/epoch-0001-step-000040.pt
 
@@ -7,12 +7,14 @@ step 0. The data needs little more: each epoch's order is a pure function of (se
 sizes), so a resumed loader starts again at that step of that epoch's plan. A checkpoint
 holds what the plan cannot give back:
 
-    model, optimizer      the weights and Adam's moments
+    model, optimizer, ... every stateful part of the recipe, by the name recipe.parts gives it
+                          (the weights, the optimizer's moments, the schedule's step count),
+                          as its state_dict(); "parts" lists the names
     done                  the stretches of the epoch already run (progress.py): the step,
                           and on which world sizes it was reached
     ranks                 every rank's own random states (torch, CUDA, numpy, random) and its
                           running sums of the epoch (loss, correct, seen, time waiting for data)
-    options               the options the data order and the optimizer depend on; a resume
+    options               the recipe and the options the data order depends on; a resume
                           with others is refused
 
 A checkpoint is written to a temporary name and renamed after every rank has finished the
@@ -44,7 +46,7 @@ KEEP = 3
 NAME = re.compile(r"epoch-(\d{4,})-step-(\d{6,})\.pt")
 # What a checkpoint holds: to be scored (evaluate.py), and to be resumed from.
 SCORED = {"model": dict, "epoch": int, "step": int}
-RESUMED = {**SCORED, "optimizer": dict, "done": list, "world_size": int, "ranks": list, "options": dict}
+RESUMED = {**SCORED, "parts": list, "done": list, "world_size": int, "ranks": list, "options": dict}
 
 
 @dataclass(frozen=True, order=True)
@@ -144,19 +146,19 @@ def save(
     directory: Path,
     position: Position,
     *,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
+    parts: dict[str, Any],
     ranks: list[dict[str, Any]],
     options: dict[str, Any],
     keep: int = KEEP,
 ) -> Path:
-    """Rank 0: write the checkpoint of `position`, then remove all but the newest `keep`."""
+    """Rank 0: write the checkpoint of `position` (each of `parts` as its state_dict() under its
+    name), then remove all but the newest `keep`."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / checkpoint_name(position)
     partial = directory / f".{path.name}.partial"
     state = {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
+        **{name: part.state_dict() for name, part in parts.items()},
+        "parts": list(parts),
         "epoch": position.epoch,
         "step": position.step,
         "done": [list(stretch) for stretch in position.done],
@@ -257,8 +259,7 @@ def newest(directory: Path) -> dict | None:
 
 def restore(
     state: dict | None,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
+    parts: dict[str, Any],
     *,
     seed: int,
     rank: int,
@@ -268,22 +269,27 @@ def restore(
     """Where this rank starts: (position, its running sums of that epoch, seconds into it).
 
     Without a checkpoint, at the beginning, with the rank's random state seeded from the run's
-    seed. With one, its model and optimizer are loaded; on the world size it was written on,
+    seed. With one, each of `parts` loads its state; on the world size it was written on,
     every rank goes on from its own random state and sums (exact resume); on another, every
     rank draws afresh from (seed, rank, position) and rank 0 carries the epoch's sums so far.
     """
     if state is None:
         seed_rank(seed, rank)
         return Position(0, 0), [0.0] * num_sums, 0.0
-    try:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-    except (RuntimeError, ValueError, KeyError) as err:  # torch's words for weights that do not fit
-        reason = str(err).strip().splitlines()[-1].strip()[:200]
-        raise DataError(
-            f"{state.get('path', 'the checkpoint')} holds a model or optimizer of another shape ({reason}): "
-            "resume with the model it was trained with, or pass a new --run-dir"
-        ) from None
+    where = state.get("path", "the checkpoint")
+    for name, part in parts.items():
+        if not isinstance(state.get(name), dict):
+            raise DataError(
+                f"{where} holds no {name!r}: resume with the recipe it was trained with, or pass a new --run-dir"
+            )
+        try:
+            part.load_state_dict(state[name])
+        except (RuntimeError, ValueError, KeyError) as err:  # torch's words for weights that do not fit
+            reason = str(err).strip().splitlines()[-1].strip()[:200]
+            raise DataError(
+                f"{where} holds a {name} of another shape ({reason}): "
+                "resume with the model it was trained with, or pass a new --run-dir"
+            ) from None
     start = position_of(state)
     ranks = state["ranks"]
     if state["world_size"] == world_size:
@@ -296,7 +302,7 @@ def restore(
 
 
 def check_same_options(recorded: dict[str, Any], options: dict[str, Any], run_dir: Path) -> None:
-    """Refuse to resume with options the data order or the optimizer depend on changed."""
+    """Refuse to resume with another recipe, or other options the data order depends on."""
     for name, value in recorded.items():
         if options.get(name) == value:
             continue
@@ -311,6 +317,12 @@ def check_same_options(recorded: dict[str, Any], options: dict[str, Any], run_di
                 f"{run_dir} was trained with {was}, not {given}: resume with {was}, or pass a new --run-dir"
             )
         flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):  # a switch: --bf16 / --no-bf16
+            given = flag if options.get(name) else f"--no-{flag[2:]}"
+            flag = flag if value else f"--no-{flag[2:]}"
+            raise DataError(
+                f"{run_dir} was trained with {flag}, not {given}: resume with {flag}, or pass a new --run-dir"
+            )
         raise DataError(
             f"{run_dir} was trained with {flag} {value}, not {options.get(name)}: resume with {flag} {value}, "
             "or pass a new --run-dir"
