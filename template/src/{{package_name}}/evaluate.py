@@ -83,9 +83,7 @@ def main(
             raise DataError(f"{err}: pass --checkpoint with a checkpoint a run wrote (in its checkpoints/)") from None
         recipe = Recipe.from_options(state.get("options", {}))  # the model it was trained with
         heldout_dir = f"{str(data).rstrip('/')}/heldout"
-        heldout = HeldoutLoader(
-            heldout_dir, world_size=1, rank=0, batch_size=256, image_size=recipe.image_size
-        )
+        heldout = HeldoutLoader(heldout_dir, world_size=1, rank=0, batch_size=256, image_size=recipe.image_size)
         example = next(iter(heldout))["x"][0]
         model = recipe.build_model(example, heldout.manifest["num_classes"])
         try:
