@@ -51,7 +51,7 @@ MUTANTS = [
         "no-rank-split",
         "no split by rank: the workers of every rank read the segments of rank 0",
         "segment_of",
-        (("segment = rank * workers_per_rank(num_workers) + worker", "segment = worker"),),
+        (("segment = rank * sizes.workers + worker", "segment = worker"),),
         **WEBDATASET_ONLY,
     ),
     # 3. A different seed on each rank.
@@ -68,8 +68,8 @@ MUTANTS = [
         "RankLoader.worker_batches",
         (
             (
-                "            self.seed,\n            epoch,\n            sizes,\n",
-                "            self.seed + self.rank,\n            epoch,\n            sizes,\n",
+                "stretch_stream(self.seed, epoch, self.sizes, prior)",
+                "stretch_stream(self.seed + self.rank, epoch, self.sizes, prior)",
             ),
         ),
         **WEBDATASET_ONLY,
@@ -152,8 +152,8 @@ MUTANTS = [
         "segment_of",
         (
             (
-                "segment = rank * workers_per_rank(num_workers) + worker",
-                "segment = rank * workers_per_rank(num_workers)",
+                "segment = rank * sizes.workers + worker",
+                "segment = rank * sizes.workers",
             ),
         ),
         **WEBDATASET_ONLY,
@@ -195,7 +195,12 @@ MUTANTS = [
         "whole-shards-in-turn",
         "each worker reads whole shards one after the other instead of short runs from all over the data",
         "epoch_stream",
-        (("first, end = run_bounds(sizes, run_samples)", "first, end = run_bounds(sizes, int(sizes.max()))"),),
+        (
+            (
+                "first, end = run_bounds(shard_sizes, sizes.run_samples)",
+                "first, end = run_bounds(shard_sizes, int(shard_sizes.max()))",
+            ),
+        ),,
         **WEBDATASET_ONLY,
     ),
     # 10. The memory backend loading the whole data set in every rank.
