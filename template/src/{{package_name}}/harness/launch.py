@@ -296,11 +296,11 @@ def rendezvous_failure(err: Exception, layout: Layout, came: list[int]) -> str:
     )
 
     where = f"{layout.master_addr}:{layout.master_port}"
-    if isinstance(err, RendezvousClosedError):
-        return "error: the run ended on another node (its output says why); this node's ranks stopped too"
     missing = [node for node in range(layout.nnodes) if node not in came]
-    # Node 0 hosts the store: when its wait ends first, the others find the store gone, not a timeout.
-    node_0_gave_up = isinstance(err, RendezvousConnectionError) and layout.node_rank != 0 and 0 in came and missing
+    # Node 0 hosts the rendezvous: when its wait ends first, the others find the rendezvous closed
+    # or its store gone, not a timeout of their own.
+    gone = isinstance(err, RendezvousClosedError | RendezvousConnectionError)
+    node_0_gave_up = gone and layout.node_rank != 0 and 0 in came and missing
     if isinstance(err, RendezvousTimeoutError) or node_0_gave_up:
         seen = (
             f"{len(came)} came (NODE_RANK {', '.join(map(str, came))}), "
@@ -313,6 +313,8 @@ def rendezvous_failure(err: Exception, layout: Layout, came: list[int]) -> str:
             f"{layout.rdzv_timeout} s (node {layout.node_rank} here; {seen}): start ./train.sh on every node "
             "with the same NNODES, MASTER_ADDR and MASTER_PORT, each with its own NODE_RANK 0..NNODES-1"
         )
+    if isinstance(err, RendezvousClosedError):
+        return "error: the run ended on another node (its output says why); this node's ranks stopped too"
     if isinstance(err, RendezvousConnectionError) and layout.node_rank == 0:
         return (
             f"error: node 0 cannot host the rendezvous at {where}: MASTER_ADDR must be this machine and MASTER_PORT "
