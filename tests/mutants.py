@@ -200,7 +200,7 @@ MUTANTS = [
                 "first, end = run_bounds(shard_sizes, sizes.run_samples)",
                 "first, end = run_bounds(shard_sizes, int(shard_sizes.max()))",
             ),
-        ),,
+        ),
         **WEBDATASET_ONLY,
     ),
     # 10. The memory backend loading the whole data set in every rank.
