@@ -102,6 +102,6 @@ MUTANTS = [
             ),
         ),
         **ARROW_ONLY,
-        only_test="tests/test_prep_hf_memory.py",
+        only_test="tests/test_prep_hf_streaming.py",
     ),
 ]
