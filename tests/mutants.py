@@ -177,8 +177,8 @@ MUTANTS = [
         "RankLoader.worker_batches",
         (
             (
-                "        for batch in batches:\n            yield self.make_batch(",
-                "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield self.make_batch(",
+                "        for batch in batches:\n            yield make_batch(",
+                "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield make_batch(",
             ),
         ),
         **WEBDATASET_ONLY,

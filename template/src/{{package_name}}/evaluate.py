@@ -14,6 +14,7 @@ from typing import Annotated
 import torch
 import typer
 
+from .data.decode import IMAGE_SIZE
 from .data.loader import HeldoutLoader
 from .harness.checkpoint import Unreadable, load, saved
 from .harness.errors import DataError, checked_path, reported_as_one_line
@@ -71,11 +72,12 @@ def main(
         if "\0" in data:  # no file name holds one; the loader would look for a data set there
             raise DataError("--data holds a NUL byte (\\0), which no file name can hold: pass it without one")
         heldout_dir = f"{str(data).rstrip('/')}/heldout"
-        heldout = HeldoutLoader(heldout_dir, world_size=1, rank=0, batch_size=256)
         try:
             state = load(path)
         except Unreadable as err:
             raise DataError(f"{err}: pass --checkpoint with a checkpoint a run wrote (in its checkpoints/)") from None
+        image_size = state.get("options", {}).get("image_size", IMAGE_SIZE)  # as the run was evaluated
+        heldout = HeldoutLoader(heldout_dir, world_size=1, rank=0, batch_size=256, image_size=image_size)
         example = next(iter(heldout))["x"][0]
         model = make_model(example, heldout.manifest["num_classes"])
         try:

@@ -1,16 +1,18 @@
 """Payload bytes -> tensors, in the DataLoader workers: the one place to change for a new modality.
 
-    decode(payload, extension) -> Tensor
+    decode(payload, extension, image_size=IMAGE_SIZE, generator=None) -> Tensor
 
 - images (png, jpg, jpeg, webp, bmp, gif): Pillow, turned upright by their EXIF orientation,
-  converted to RGB (`to_rgb`), resized so the shorter side is IMAGE_SIZE and centre-cropped
-  to IMAGE_SIZE x IMAGE_SIZE: uint8 [3, S, S]. uint8 keeps the worker-to-trainer hand-off 4x
-  smaller than float; the model scales to [0, 1]. Every mode Pillow opens gets there:
+  converted to RGB (`to_rgb`), then transforms.py: the eval transform (the shorter side
+  resized to `image_size`, centre-cropped to a square) or, given a generator (training with
+  augmentation), the train transform: uint8 [3, S, S], S = image_size (IMAGE_SIZE, 32, by
+  default; train.py's --image-size). uint8 keeps the worker-to-trainer hand-off 4x smaller
+  than float; the model scales to [0, 1]. Every mode Pillow opens gets there:
   16-bit and 32-bit integer images are scaled from 0..65535 to 0..255 (not clipped at 255),
   float images are taken as 0..1, and transparency (an alpha channel, or a palette or
   tRNS transparent colour) is composited on BACKGROUND (white). A JPEG at least
-  2 x DRAFT_FACTOR times IMAGE_SIZE a side is decoded at a reduced scale (1/2, 1/4 or 1/8, by
-  libjpeg, Image.draft) that still leaves DRAFT_FACTOR x IMAGE_SIZE pixels a side: several
+  2 x DRAFT_FACTOR times image_size a side is decoded at a reduced scale (1/2, 1/4 or 1/8, by
+  libjpeg, Image.draft) that still leaves DRAFT_FACTOR x image_size pixels a side: several
   times faster for photos, and within DRAFT_TOLERANCE of the full decode (mean absolute
   difference, out of 255; tests/test_decode.py checks it).
 - npy: numpy's .npy format with allow_pickle=False (data, never code): float32.
@@ -18,9 +20,16 @@
   uint8 [length]. A batch of texts is zero-padded to its longest, with each text's length
   in batch["lengths"] (byte 0 is padding: the text model leaves it out).
 
-Every other sample of a batch must decode to the same shape, so that the batch stacks. Swap in
-your own transform (augmentation, another size, a tokenizer) in `decode`; an extension
-without a decoder, or a payload that does not decode, is a DataError naming the sample.
+Every other sample of a batch must decode to the same shape, so that the batch stacks. The
+image transforms (augmentation) are in transforms.py; another modality's decoding (a
+tokenizer, audio) goes in `decode`. An extension without a decoder, or a payload that does
+not decode, is a DataError naming the sample.
+
+`decode_batch(records, num_classes, image_size=..., augment=Augment(seed, epoch))` is what a
+training batch is made with in the DataLoader workers: each image's draws come from
+streams.sample_generator(seed, epoch, its key), so a sample is augmented alike whichever
+rank or worker decodes it, and after a resume. Without `augment` (the held-out set,
+evaluation, --no-augment) nothing is random.
 """
 
 from __future__ import annotations
@@ -34,12 +43,14 @@ import torch
 from PIL import Image, ImageOps
 
 from ..harness.errors import DataError
+from ..transforms import eval_transform, train_transform
+from .streams import sample_generator
 
-IMAGE_SIZE = 32
+IMAGE_SIZE = 32  # the default side of a decoded image (train.py --image-size)
 TEXT_MAX_BYTES = 4096  # bytes of a text kept: longer texts are cut (a cap on a batch's memory)
 IMAGE_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "webp", "bmp", "gif"})
 BACKGROUND = (255, 255, 255)  # what transparent pixels show: white, as a browser shows them
-# Reduced-scale JPEG decoding keeps at least DRAFT_FACTOR x IMAGE_SIZE pixels a side, so the
+# Reduced-scale JPEG decoding keeps at least DRAFT_FACTOR x image_size pixels a side, so the
 # bilinear resize that follows still averages several decoded pixels into each output pixel.
 DRAFT_FACTOR = 2
 DRAFT_TOLERANCE = 3.0  # mean |draft - full decode| per pixel value, out of 255
@@ -96,12 +107,24 @@ class SampleError(DataError):
 DECODE_ERRORS = (ValueError, OSError, EOFError, SyntaxError, Image.DecompressionBombError)
 
 
-def decode_image(payload: bytes) -> torch.Tensor:
+@dataclass(frozen=True)
+class Augment:
+    """Augment a training batch of `epoch`: each sample's draws from (seed, epoch, its key)."""
+
+    seed: int
+    epoch: int
+
+
+def decode_image(
+    payload: bytes, image_size: int = IMAGE_SIZE, generator: torch.Generator | None = None
+) -> torch.Tensor:
     with Image.open(io.BytesIO(payload)) as image:
-        if image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * IMAGE_SIZE:
-            image.draft(None, (DRAFT_FACTOR * IMAGE_SIZE, DRAFT_FACTOR * IMAGE_SIZE))
-        image = ImageOps.fit(to_rgb(image), (IMAGE_SIZE, IMAGE_SIZE), method=Image.Resampling.BILINEAR)
-    return torch.from_numpy(np.asarray(image).transpose(2, 0, 1).copy())
+        if image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * image_size:
+            image.draft(None, (DRAFT_FACTOR * image_size, DRAFT_FACTOR * image_size))
+        image = to_rgb(image)
+        if generator is None:
+            return eval_transform(image, image_size)
+        return train_transform(image, image_size, generator)
 
 
 def decode_array(payload: bytes) -> torch.Tensor:
@@ -138,8 +161,14 @@ def known_extensions() -> str:
     return ", ".join(sorted(DECODERS))
 
 
-def decode(payload: bytes, extension: str) -> torch.Tensor:
-    """One sample's tensor; raises ValueError/OSError for a payload that does not decode."""
+def decode(
+    payload: bytes, extension: str, image_size: int = IMAGE_SIZE, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """One sample's tensor; raises ValueError/OSError for a payload that does not decode. Images
+    are `image_size` a side, augmented (transforms.train_transform) when given a generator;
+    vectors and texts are never augmented."""
+    if extension in IMAGE_EXTENSIONS:
+        return decode_image(payload, image_size, generator)
     return DECODERS[extension](payload)
 
 
@@ -150,8 +179,11 @@ def first_line(err: BaseException) -> str:
 MakeBatch = Callable[[Sequence[Record], int], dict]  # (records, num_classes) -> batch, run in the workers
 
 
-def decode_batch(records: Sequence[Record], num_classes: int) -> dict:
-    """Stored records -> {"key": [...], "x": Tensor [B, ...], "y": Tensor [B]}, in the workers."""
+def decode_batch(
+    records: Sequence[Record], num_classes: int, image_size: int = IMAGE_SIZE, augment: Augment | None = None
+) -> dict:
+    """Stored records -> {"key": [...], "x": Tensor [B, ...], "y": Tensor [B]}, in the workers;
+    with `augment`, each image through the train transform with its own keyed generator."""
     tensors = []
     for record in records:
         if record.extension not in DECODERS:
@@ -167,7 +199,8 @@ def decode_batch(records: Sequence[Record], num_classes: int) -> dict:
                 f"has label {record.label}, outside [0, {num_classes}): prepare the data again",
             )
         try:
-            tensors.append(decode(record.payload, record.extension))
+            generator = sample_generator(augment.seed, augment.epoch, record.key) if augment else None
+            tensors.append(decode(record.payload, record.extension, image_size, generator))
         except DECODE_ERRORS as err:
             raise SampleError(
                 record.key,

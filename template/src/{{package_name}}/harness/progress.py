@@ -20,9 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import numpy as np
-import torch
-
 
 class Stretch(NamedTuple):
     steps: int
@@ -47,11 +44,3 @@ def advance(done: Sequence[Stretch], steps: int, world_size: int, num_workers: i
     if done and same_sizes(done[-1], world_size, num_workers):
         return (*done[:-1], done[-1]._replace(steps=done[-1].steps + steps))
     return (*done, Stretch(steps, world_size, num_workers)) if steps else done
-
-
-def worker_seed_generator(seed: int, epoch: int, rank: int) -> torch.Generator:
-    """The generator a rank's DataLoader draws its workers' base seed from, one for every (seed,
-    epoch, rank). Left to itself, the DataLoader draws that seed from the training process's
-    random state, so a run resumed mid-epoch (which starts its DataLoader at another point of
-    that state) would see different dropout from then on than the run it continues."""
-    return torch.Generator().manual_seed(int(np.random.SeedSequence([seed, epoch, rank, 1]).generate_state(1)[0]))

@@ -1,0 +1,78 @@
+"""The train and eval transforms: what a decoded image becomes before the model sees it.
+
+    train_transform(image, size, generator) -> uint8 [3, size, size]   training batches only
+    eval_transform(image, size)             -> uint8 [3, size, size]   the held-out set, evaluation
+
+Both take the image decode.py opened: upright 8-bit RGB at its stored size (a large JPEG
+already reduced by libjpeg's draft mode to about DRAFT_FACTOR x size a side).
+
+- eval: the shorter side resized to `size`, centre-cropped to a square (bilinear). Never random:
+  held-out numbers are comparable between runs, with and without --augment.
+- train (on by default for images; --no-augment: the eval transform): a random resized crop,
+  the crop taken from the decoded image and resized to `size` in one step (Pillow's resize with
+  a box), then a horizontal flip half of the time. Every draw comes from `generator`, which is
+  keyed by (seed, epoch, sample key) (data/streams.sample_generator): never use torch's or
+  numpy's global random state here, or a resumed run and a run on other sizes would draw
+  other augmentations.
+
+Vectors (.npy) and texts (.txt) are not augmented: decode.py returns them as stored.
+
+CROP_SCALE is tuned for the 32 px synthetic images: torchvision's (0.08, 1) keeps as little as
+8% of the area, at 32 px a 9 px patch that often misses the shape the class is drawn as (its
+radius is 18-30% of the side, its centre anywhere in the middle 40%). Measured on the default
+run (2000 samples, 2 ranks, 3 epochs, seed 0), held-out accuracy after epoch 3 is 0.983
+without augmentation, 0.922 with (0.35, 1) and 0.963 with (0.5, 1): half the area at least
+keeps the shape in view and a margin over the 0.9 the tests ask for. For photos at 224 px,
+torchvision's (0.08, 1) is the usual choice.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from PIL import Image, ImageOps
+
+CROP_SCALE = (0.5, 1.0)  # the crop's share of the image's area: uniform in this range
+CROP_RATIO = (3 / 4, 4 / 3)  # the crop's width / height: log-uniform in this range
+FLIP_PROBABILITY = 0.5
+CROP_ATTEMPTS = 10  # draws of a crop that fits before falling back to the centre square
+
+
+def as_tensor(image: Image.Image) -> torch.Tensor:
+    """An RGB image -> uint8 [3, H, W] (uint8 keeps the worker-to-trainer hand-off 4x smaller than float)."""
+    return torch.from_numpy(np.asarray(image).transpose(2, 0, 1).copy())
+
+
+def eval_transform(image: Image.Image, size: int) -> torch.Tensor:
+    return as_tensor(ImageOps.fit(image, (size, size), method=Image.Resampling.BILINEAR))
+
+
+def train_transform(image: Image.Image, size: int, generator: torch.Generator) -> torch.Tensor:
+    box = random_crop_box(image.width, image.height, generator)
+    x = as_tensor(image.resize((size, size), Image.Resampling.BILINEAR, box=box))
+    if uniform(0.0, 1.0, generator) < FLIP_PROBABILITY:
+        x = x.flip(-1)
+    return x
+
+
+def uniform(low: float, high: float, generator: torch.Generator) -> float:
+    return low + (high - low) * float(torch.rand((), generator=generator, dtype=torch.float64))
+
+
+def random_crop_box(width: int, height: int, generator: torch.Generator) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) of a crop with a random share of the area (CROP_SCALE) and
+    aspect ratio (CROP_RATIO) at a random place, as torchvision's RandomResizedCrop draws it."""
+    area = width * height
+    for _ in range(CROP_ATTEMPTS):
+        crop_area = area * uniform(*CROP_SCALE, generator)
+        ratio = math.exp(uniform(math.log(CROP_RATIO[0]), math.log(CROP_RATIO[1]), generator))
+        w, h = round(math.sqrt(crop_area * ratio)), round(math.sqrt(crop_area / ratio))
+        if 0 < w <= width and 0 < h <= height:
+            left = int(torch.randint(0, width - w + 1, (), generator=generator))
+            top = int(torch.randint(0, height - h + 1, (), generator=generator))
+            return left, top, left + w, top + h
+    side = min(width, height)  # no draw fitted (a very long image): the centre square
+    left, top = (width - side) // 2, (height - side) // 2
+    return left, top, left + side, top + side

@@ -1,0 +1,79 @@
+"""Mutants of issue 20 section 2 (augmentation that a resume replays exactly): each sample's
+draws from (seed, epoch, its key), never from a worker's or a rank's random state, and the
+held-out set never augmented. Killed by the project's tests/test_augmentation.py."""
+
+from __future__ import annotations
+
+from mutants_framework import Mutant
+
+TEST = "tests/test_augmentation.py"
+
+MUTANTS = [
+    Mutant(
+        "augment-from-worker-rng",
+        "augmentation drawn from the worker's random state (torch's global generator, seeded per worker): "
+        "another number of ranks or workers, or a resume, augments a sample otherwise",
+        function="decode_batch",
+        edits=(
+            (
+                "generator = sample_generator(augment.seed, augment.epoch, record.key) if augment else None",
+                "generator = torch.default_generator if augment else None",
+            ),
+        ),
+        backends=("memory", "webdataset"),  # decode.py is the same for every backend: one map-style, one streaming
+        samplers=("global", "shard_buffer"),
+        only_test=f"{TEST}::test_a_sample_is_augmented_alike_on_1_or_3_ranks_and_1_or_2_workers",
+    ),
+    Mutant(
+        "heldout-augmented",
+        "the held-out set is augmented: evaluation numbers move with --augment",
+        function="HeldoutLoader.__iter__",
+        edits=(
+            (
+                'yield decode_batch(records, self.manifest["num_classes"], self.image_size)',
+                'yield decode_batch(records, self.manifest["num_classes"], self.image_size, Augment(0, 0))',
+            ),
+        ),
+        backends=("memory", "arrow", "files"),
+        samplers=("global",),
+        only_test=f"{TEST}::test_heldout_batches_are_never_augmented",
+    ),
+    Mutant(
+        "heldout-augmented",
+        "the held-out set is augmented: evaluation numbers move with --augment",
+        function="HeldoutLoader.__iter__",
+        edits=(
+            (
+                "yield decode_samples(batch, self.manifest, self.image_size)",
+                "yield decode_batch([as_record(s) for s in batch], self.manifest['num_classes'], self.image_size, "
+                "Augment(0, 0))",
+            ),
+        ),
+        backends=("webdataset",),
+        samplers=("shard_buffer",),
+        only_test=f"{TEST}::test_heldout_batches_are_never_augmented",
+    ),
+    Mutant(
+        "augment-key-left-out",
+        "the sample key is left out of the augmentation stream: every sample of an epoch gets the same crop and flip",
+        function="sample_generator",
+        edits=(
+            (
+                "seed_of(seed, epoch, AUGMENT_STREAM, key_number(key))",
+                "seed_of(seed, epoch, AUGMENT_STREAM)",
+            ),
+        ),
+        backends=("memory",),  # streams.py is the same for every backend and sampler
+        samplers=("global",),
+        only_test=f"{TEST}::test_each_sample_draws_its_own_augmentation",
+    ),
+    Mutant(
+        "augment-epoch-left-out",
+        "the loader augments every epoch alike: a sample gets the same crop and flip in every epoch",
+        function="RankLoader.batch_maker",
+        edits=(("Augment(self.seed, epoch)", "Augment(self.seed, 0)"),),
+        backends=("memory", "webdataset"),
+        samplers=("global", "shard_buffer"),
+        only_test=f"{TEST}::test_a_sample_is_augmented_otherwise_in_another_epoch",
+    ),
+]
