@@ -58,7 +58,7 @@ MUTANTS = [
         "the bench's decode row decodes one sample of each batch and reports the epoch's samples as decoded",
         function="decoded_batches",
         edits=(
-            ('decode_batch(batch["records"], num_classes)', 'decode_batch(batch["records"][:1], num_classes)'),
+            ('decode_records(batch["records"], num_classes)', 'decode_records(batch["records"][:1], num_classes)'),
             ("decode_pass", 'samples += len(decoded["y"])', "samples += len(extensions)"),
         ),
         **MEMORY_ONLY,
