@@ -21,7 +21,7 @@ MUTANTS = [
         "epoch-not-passed",
         "the epoch is not passed to the sampler (same order every epoch)",
         "RankLoader.plan",
-        (("self.seed, epoch, len(self.dataset)", "self.seed, 0, len(self.dataset)"),),
+        (("rank_plan(self.seed, epoch, sizes, self.rank, done)", "rank_plan(self.seed, 0, sizes, self.rank, done)"),),
     ),
     Mutant(
         "epoch-not-passed",
@@ -42,8 +42,8 @@ MUTANTS = [
         "rank_plan",
         (
             (
-                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[rank]",
-                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[0]",
+                "return epoch_plan(seed, epoch, sizes, done)[rank]",
+                "return epoch_plan(seed, epoch, sizes, done)[0]",
             ),
         ),
     ),
@@ -59,7 +59,12 @@ MUTANTS = [
         "seed-per-rank",
         "a different seed on each rank: per-rank permutations overlap",
         "RankLoader.plan",
-        (("self.seed, epoch, len(self.dataset)", "self.seed + self.rank, epoch, len(self.dataset)"),),
+        (
+            (
+                "rank_plan(self.seed, epoch, sizes, self.rank, done)",
+                "rank_plan(self.seed + self.rank, epoch, sizes, self.rank, done)",
+            ),
+        ),
         samplers=SHUFFLING,
     ),
     Mutant(
@@ -165,9 +170,8 @@ MUTANTS = [
         "rank_plan",
         (
             (
-                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[rank]",
-                "plan = epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[rank]\n"
-                "    return plan[:-1] if rank == 0 else plan",
+                "return epoch_plan(seed, epoch, sizes, done)[rank]",
+                "plan = epoch_plan(seed, epoch, sizes, done)[rank]\n    return plan[:-1] if rank == 0 else plan",
             ),
         ),
     ),
