@@ -21,7 +21,7 @@ MUTANTS = [
         "epoch-not-passed",
         "the epoch is not passed to the sampler (same order every epoch)",
         "RankLoader.plan",
-        (("self.seed, epoch, len(self.dataset)", "self.seed, 0, len(self.dataset)"),),
+        (("rank_plan(self.seed, epoch, sizes, self.rank, done)", "rank_plan(self.seed, 0, sizes, self.rank, done)"),),
     ),
     Mutant(
         "epoch-not-passed",
@@ -42,8 +42,8 @@ MUTANTS = [
         "rank_plan",
         (
             (
-                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[rank]",
-                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[0]",
+                "return epoch_plan(seed, epoch, sizes, done)[rank]",
+                "return epoch_plan(seed, epoch, sizes, done)[0]",
             ),
         ),
     ),
@@ -51,7 +51,7 @@ MUTANTS = [
         "no-rank-split",
         "no split by rank: the workers of every rank read the segments of rank 0",
         "segment_of",
-        (("segment = rank * workers_per_rank(num_workers) + worker", "segment = worker"),),
+        (("segment = rank * sizes.workers + worker", "segment = worker"),),
         **WEBDATASET_ONLY,
     ),
     # 3. A different seed on each rank.
@@ -59,7 +59,12 @@ MUTANTS = [
         "seed-per-rank",
         "a different seed on each rank: per-rank permutations overlap",
         "RankLoader.plan",
-        (("self.seed, epoch, len(self.dataset)", "self.seed + self.rank, epoch, len(self.dataset)"),),
+        (
+            (
+                "rank_plan(self.seed, epoch, sizes, self.rank, done)",
+                "rank_plan(self.seed + self.rank, epoch, sizes, self.rank, done)",
+            ),
+        ),
         samplers=SHUFFLING,
     ),
     Mutant(
@@ -68,8 +73,8 @@ MUTANTS = [
         "RankLoader.worker_batches",
         (
             (
-                "            self.seed,\n            epoch,\n            sizes,\n",
-                "            self.seed + self.rank,\n            epoch,\n            sizes,\n",
+                "stretch_stream(self.seed, epoch, self.sizes, prior)",
+                "stretch_stream(self.seed + self.rank, epoch, self.sizes, prior)",
             ),
         ),
         **WEBDATASET_ONLY,
@@ -152,8 +157,8 @@ MUTANTS = [
         "segment_of",
         (
             (
-                "segment = rank * workers_per_rank(num_workers) + worker",
-                "segment = rank * workers_per_rank(num_workers)",
+                "segment = rank * sizes.workers + worker",
+                "segment = rank * sizes.workers",
             ),
         ),
         **WEBDATASET_ONLY,
@@ -165,9 +170,8 @@ MUTANTS = [
         "rank_plan",
         (
             (
-                "return epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[rank]",
-                "plan = epoch_plan(seed, epoch, num_samples, world_size, num_workers, batch_size, done)[rank]\n"
-                "    return plan[:-1] if rank == 0 else plan",
+                "return epoch_plan(seed, epoch, sizes, done)[rank]",
+                "plan = epoch_plan(seed, epoch, sizes, done)[rank]\n    return plan[:-1] if rank == 0 else plan",
             ),
         ),
     ),
@@ -195,7 +199,12 @@ MUTANTS = [
         "whole-shards-in-turn",
         "each worker reads whole shards one after the other instead of short runs from all over the data",
         "epoch_stream",
-        (("first, end = run_bounds(sizes, run_samples)", "first, end = run_bounds(sizes, int(sizes.max()))"),),
+        (
+            (
+                "first, end = run_bounds(shard_sizes, sizes.run_samples)",
+                "first, end = run_bounds(shard_sizes, int(shard_sizes.max()))",
+            ),
+        ),
         **WEBDATASET_ONLY,
     ),
     # 10. The memory backend loading the whole data set in every rank.

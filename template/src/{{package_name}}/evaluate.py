@@ -18,7 +18,7 @@ import typer
 from .data.loader import HeldoutLoader
 from .harness.checkpoint import Unreadable, load, saved
 from .harness.ddp import all_sum
-from .harness.errors import DataError, reported_as_one_line
+from .harness.errors import DataError, checked_path, reported_as_one_line
 from .harness.run_folder import read_config
 from .recipe import Recipe
 
@@ -57,8 +57,12 @@ def newest_checkpoint(run_dir: Path) -> Path:
 
 @app.command()
 def main(
-    run_dir: Annotated[Path | None, typer.Option(help="A run folder: its newest checkpoint and its data")] = None,
-    checkpoint: Annotated[Path | None, typer.Option(help="A checkpoint file (default: the run's newest)")] = None,
+    run_dir: Annotated[
+        Path | None, typer.Option(help="A run folder: its newest checkpoint and its data", parser=checked_path)
+    ] = None,
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="A checkpoint file (default: the run's newest)", parser=checked_path)
+    ] = None,
     data: Annotated[str | None, typer.Option(help="Prepared data set (default: the run's, from config.json)")] = None,
 ) -> None:
     """Held-out accuracy of a checkpoint."""

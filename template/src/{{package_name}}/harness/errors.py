@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
 
 # Set by launch.py for the ranks it starts: the file their error lines go to, so that the
 # launcher prints each distinct line once instead of once per rank (see launch.py).
@@ -61,7 +64,7 @@ def reported_as_one_line() -> Iterator[None]:
     except ValueError as err:
         if "embedded null byte" not in str(err):
             raise
-        report("error: a path given holds a NUL byte (\\0), which no file name can hold: pass it without one")
+        report(f"error: {NUL_IN_PATH}")
         raise SystemExit(2) from None
 
 
@@ -82,3 +85,38 @@ def stop_with_one_line() -> None:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+
+
+NUL_IN_PATH = "a path given holds a NUL byte (\\0), which no file name can hold: pass it without one"
+
+
+def checked_path(value: str | os.PathLike) -> Path:
+    """The parser of every path option (`typer.Option(parser=checked_path)`): a path no file system
+    can hold (a NUL byte, a name longer than the file system allows) ends the command with one
+    `error:` line and exit code 2 before anything runs. Left to typer, a NUL byte gives a usage box,
+    and a name too long a traceback from wherever it is first opened."""
+    text = os.fspath(value)
+    try:
+        os.stat(text)
+    except ValueError:  # "embedded null byte": Python refuses it before any system call
+        end_with_one_line(NUL_IN_PATH)
+    except OSError as err:
+        # Absent or unreadable is for the command to judge (an --out folder does not exist yet);
+        # a name that cannot exist is not.
+        if err.errno == errno.ENAMETOOLONG:
+            end_with_one_line(f"the path {text[:40]}... is longer than the file system allows: pass a shorter one")
+    return Path(text)
+
+
+def checked_location(value: str) -> str:
+    """The parser of an option that takes a folder or a URL: only a NUL byte is refused here (a URL's
+    parts may be longer than a file name's)."""
+    if "\0" in value:
+        end_with_one_line(NUL_IN_PATH)
+    return value
+
+
+def end_with_one_line(problem: str) -> NoReturn:
+    """End a command while its options are read: one line, exit code 2 (as reported_as_one_line does)."""
+    report(f"error: {problem}")
+    raise SystemExit(2)

@@ -33,6 +33,7 @@ What changes is what the user reads:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -44,6 +45,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .arrivals import Arrivals
 from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT, PACKAGE, DataError, Stopped, stop_with_one_line
 
 
@@ -243,27 +245,6 @@ def restart_line(failures: dict | None, restarts_left: int, nnodes: int) -> str:
 
 
 RANK_GROUPS: set[int] = set()  # the process groups of every rank this launcher started
-ARRIVED: list[str] = []  # the nodes (host, launcher pid) the rendezvous has seen this round (watch_arrivals)
-
-
-def watch_arrivals(handler) -> None:
-    """Keep in ARRIVED the nodes c10d's rendezvous has seen (joined or waiting) at each sync of its
-    state, as "host (pid P)": on a timeout it removes this node before it raises, so what came is
-    only known while it waits. Private state of torch's DynamicRendezvousHandler (torch 2.13):
-    without it, ARRIVED stays empty and the timeout's line says so."""
-    holder = getattr(handler, "_state_holder", None)
-    if holder is None or getattr(holder, "watched", False):
-        return
-    sync = holder.sync
-
-    def recording_sync(*args, **kwargs):
-        result = sync(*args, **kwargs)
-        nodes = {*getattr(holder.state, "participants", ()), *getattr(holder.state, "wait_list", ())}
-        if nodes:
-            ARRIVED[:] = sorted(f"{node.addr} (pid {node.pid})" for node in nodes)
-        return result
-
-    holder.sync, holder.watched = recording_sync, True
 
 
 def report_restarts(error_file: Path, nnodes: int) -> None:
@@ -297,11 +278,6 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
             # (or in any step) turns into a KeyboardInterrupt traceback; SIGTERM ends it quietly.
             super()._shutdown(signal.SIGTERM if death_sig == signal.SIGINT else death_sig, timeout)
 
-        def _rendezvous(self, worker_group) -> None:
-            ARRIVED.clear()  # of this round
-            watch_arrivals(worker_group.spec.rdzv_handler)
-            super()._rendezvous(worker_group)
-
         def _restart_workers(self, worker_group) -> None:
             print(restart_line(self.failures, self._remaining_restarts, nnodes), file=sys.stderr, flush=True)
             self.failures = None
@@ -311,7 +287,7 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
     api.LocalElasticAgent = ReportingAgent  # launch_agent() makes its agent from this name
 
 
-def rendezvous_failure(err: Exception, layout: Layout) -> str:
+def rendezvous_failure(err: Exception, layout: Layout, came: list[int]) -> str:
     """One line for a rendezvous of several nodes that did not happen, naming what to check."""
     from torch.distributed.elastic.rendezvous import (
         RendezvousClosedError,
@@ -320,16 +296,25 @@ def rendezvous_failure(err: Exception, layout: Layout) -> str:
     )
 
     where = f"{layout.master_addr}:{layout.master_port}"
-    if isinstance(err, RendezvousClosedError):
-        return "error: the run ended on another node (its output says why); this node's ranks stopped too"
-    if isinstance(err, RendezvousTimeoutError):
-        came = f"{len(ARRIVED)} came ({', '.join(ARRIVED)})" if ARRIVED else "which came is unknown"
-        missing = f", {layout.nnodes - len(ARRIVED)} missing" if ARRIVED else ""
+    missing = [node for node in range(layout.nnodes) if node not in came]
+    # Node 0 hosts the rendezvous: when its wait ends first, the others find the rendezvous closed
+    # or its store gone, not a timeout of their own.
+    gone = isinstance(err, RendezvousClosedError | RendezvousConnectionError)
+    node_0_gave_up = gone and layout.node_rank != 0 and 0 in came and missing
+    if isinstance(err, RendezvousTimeoutError) or node_0_gave_up:
+        seen = (
+            f"{len(came)} came (NODE_RANK {', '.join(map(str, came))}), "
+            f"{len(missing)} missing (NODE_RANK {', '.join(map(str, missing))})"
+            if came
+            else "which came is unknown: node 0's store was never reached"
+        )
         return (
             f"error: not all NNODES={layout.nnodes} nodes joined the rendezvous at {where} within RDZV_TIMEOUT="
-            f"{layout.rdzv_timeout} s (node {layout.node_rank} here; {came}{missing}): start ./train.sh on every node "
+            f"{layout.rdzv_timeout} s (node {layout.node_rank} here; {seen}): start ./train.sh on every node "
             "with the same NNODES, MASTER_ADDR and MASTER_PORT, each with its own NODE_RANK 0..NNODES-1"
         )
+    if isinstance(err, RendezvousClosedError):
+        return "error: the run ended on another node (its output says why); this node's ranks stopped too"
     if isinstance(err, RendezvousConnectionError) and layout.node_rank == 0:
         return (
             f"error: node 0 cannot host the rendezvous at {where}: MASTER_ADDR must be this machine and MASTER_PORT "
@@ -432,8 +417,11 @@ def launch(layout: Layout, training_options: list[str], cpp_log_level: str | Non
     # it on every launch; export OMP_NUM_THREADS to give each rank more threads.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     report_restarts(error_file, layout.nnodes)
+    # Several nodes: each says it is there, by NODE_RANK, in the rendezvous's store (arrivals.py).
+    arrivals = Arrivals(layout.master_addr, layout.master_port, layout.nnodes, layout.node_rank)
     try:
-        run(parse_args(torchrun_arguments(layout, training_options, log_dir=scratch / "torchrun")))
+        with arrivals if layout.nnodes > 1 else contextlib.nullcontext():
+            run(parse_args(torchrun_arguments(layout, training_options, log_dir=scratch / "torchrun")))
         return 0
     except ChildFailedError as failed:
         causes = reported_causes(error_file)
@@ -445,7 +433,7 @@ def launch(layout: Layout, training_options: list[str], cpp_log_level: str | Non
         print(f"error: {failure}", file=sys.stderr)
         return 1
     except RendezvousError as err:
-        print(rendezvous_failure(err, layout), file=sys.stderr)
+        print(rendezvous_failure(err, layout, arrivals.came()), file=sys.stderr)
         return 1
     except SignalException as stopped:
         print(f"error: train.sh was stopped by {stopped.sigval.name}; its ranks were stopped too", file=sys.stderr)

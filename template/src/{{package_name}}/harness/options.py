@@ -34,7 +34,7 @@ def options_of(**groups: type) -> typing.Callable:
         for kind in groups.values():
             hints = typing.get_type_hints(kind)
             for f in dataclasses.fields(kind):
-                option = typer.Option(help=f.metadata["help"])
+                option = typer.Option(help=f.metadata["help"], parser=f.metadata.get("parser"))
                 kind_of = inspect.Parameter.KEYWORD_ONLY
                 added.append(
                     inspect.Parameter(f.name, kind_of, default=f.default, annotation=Annotated[hints[f.name], option])

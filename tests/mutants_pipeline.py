@@ -1,0 +1,107 @@
+"""Mutants of the pipeline remnants of issues 18, 19 and 20: the epoch's sizes as one value, path
+options no file system can hold, the rendezvous timeout's NODE_RANKs, the bench's decode row and
+its loader variants, and prep hf by cache name and in flat memory. Each is killed by the
+generated test named in `only_test` (verified by hand: applied to a render, that test fails;
+restored, it passes)."""
+
+from __future__ import annotations
+
+from mutants_framework import Mutant
+
+MEMORY_ONLY = {"backends": ("memory",), "samplers": ("global",)}  # the file is the same for every backend
+WEBDATASET_ONLY = {"backends": ("webdataset",), "samplers": ("shard_buffer",)}
+ARROW_ONLY = {"backends": ("arrow",), "samplers": ("global",)}  # hf_sources.py is the same for every backend
+
+MUTANTS = [
+    Mutant(
+        "stretch-sizes-keep-workers",
+        "the sizes of an earlier stretch of a resumed epoch keep the new number of workers: what it delivered is "
+        "found from another plan, and an elastic resume on other workers deals samples twice",
+        function="EpochSizes.with_processes",
+        edits=(
+            ("replace(self, world_size=world_size, num_workers=num_workers)", "replace(self, world_size=world_size)"),
+        ),
+        **WEBDATASET_ONLY,
+        only_test="tests/test_shard_plan.py::test_an_epoch_resumed_on_any_sizes_keeps_the_guarantees",
+    ),
+    Mutant(
+        "nul-path-usage-box",
+        "a NUL byte in a path option is left to typer: a usage box instead of one error line",
+        function="checked_path",
+        edits=(("        end_with_one_line(NUL_IN_PATH)\n    except OSError", "        raise\n    except OSError"),),
+        **MEMORY_ONLY,
+        only_test="tests/test_path_options.py",
+    ),
+    Mutant(
+        "long-path-traceback",
+        "a path option with a name longer than the file system allows passes: a traceback where it is first opened",
+        function="checked_path",
+        edits=(("if err.errno == errno.ENAMETOOLONG:", "if False:"),),
+        **MEMORY_ONLY,
+        only_test="tests/test_path_options.py",
+    ),
+    Mutant(
+        "timeout-names-only-this-node",
+        "the rendezvous timeout's line names only the node that prints it, not the NODE_RANKs that came",
+        function="Arrivals.came",
+        edits=(
+            (
+                "return sorted(node for node, (_, moved) in self.seen.items() if last - moved <= GONE_AFTER_S)",
+                "return [self.node_rank]",
+            ),
+        ),
+        **MEMORY_ONLY,
+        only_test="tests/test_multinode.py::test_a_node_that_never_arrives_ends_the_run_in_one_line_within_rdzv_timeout",
+    ),
+    Mutant(
+        "decode-row-decodes-fewer",
+        "the bench's decode row decodes one sample of each batch and reports the epoch's samples as decoded",
+        function="decoded_batches",
+        edits=(
+            ('decode_records(batch["records"], num_classes)', 'decode_records(batch["records"][:1], num_classes)'),
+            ("decode_pass", 'samples += len(decoded["y"])', "samples += len(extensions)"),
+        ),
+        **MEMORY_ONLY,
+        only_test="tests/test_bench_rows.py",
+    ),
+    Mutant(
+        "bench-variant-keeps-sizes",
+        "a bench row of the loader with other workers keeps the plan of the loader it copies (0 workers): "
+        "one worker reads the whole stream, the others nothing",
+        function="with_settings",
+        edits=(
+            (
+                "    variant.sizes = loader.sizes.with_processes(loader.world_size, num_workers)",
+                "    variant.sizes = loader.sizes",
+            ),
+        ),
+        **WEBDATASET_ONLY,
+        only_test="tests/test_bench_rows.py",
+    ),
+    Mutant(
+        "hf-name-not-in-cache",
+        "prep hf looks a name up nowhere: a data set in the local Hugging Face cache is refused as a missing folder",
+        function="hf_sources.locate",
+        edits=(
+            (
+                "    return cached(source, split)",
+                '    raise DataError(f"{source} is not a file or folder: pass a Hugging Face data set\'s file or folder")',
+            ),
+        ),
+        **ARROW_ONLY,
+        only_test="tests/test_prep_hf_cache.py",
+    ),
+    Mutant(
+        "hf-prep-holds-the-table",
+        "prep hf reads each parquet file into one table: its memory grows with the data set",
+        function="hf_sources.file_batches",
+        edits=(
+            (
+                "yield from pq.ParquetFile(path).iter_batches(batch_size=HF_CHUNK_ROWS, columns=columns)",
+                "yield from pq.read_table(path, columns=columns).to_batches(max_chunksize=HF_CHUNK_ROWS)",
+            ),
+        ),
+        **ARROW_ONLY,
+        only_test="tests/test_prep_hf_streaming.py",
+    ),
+]
