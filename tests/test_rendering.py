@@ -86,6 +86,26 @@ def test_rendered_code_passes_the_projects_own_linters(rendered, backend: str, s
         )
 
 
+TRAIN_LINES = 250  # train.py is the loop a researcher reads in one sitting; the harness and the recipe hold the rest
+
+
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_the_training_loop_is_one_short_file_and_the_package_shows_its_parts(
+    rendered, backend: str, sampler: str
+) -> None:
+    package = rendered(backend, sampler) / "src" / PACKAGE
+    lines = len((package / "train.py").read_text().splitlines())
+    assert lines <= TRAIN_LINES, f"{backend}/{sampler}: train.py holds {lines} lines, more than {TRAIN_LINES}"
+    top = {p.name for p in package.iterdir()}
+    for researchers in ("recipe.py", "model.py", "transforms.py", "train.py"):
+        assert researchers in top, f"{backend}/{sampler}: {researchers} is not at the top of the package"
+    for folder, parts in (
+        ("harness", {"launch.py", "checkpoint.py", "run_folder.py"}),
+        ("data", {"loader.py", "sampling.py", "decode.py"}),
+    ):
+        assert parts <= {p.name for p in (package / folder).iterdir()}, f"{backend}/{sampler}: {folder}/ lacks {parts}"
+
+
 def test_defaults_render_the_arrow_backend_with_the_global_sampler(tmp_path: Path) -> None:
     project = render(tmp_path / "project")
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
