@@ -425,6 +425,7 @@ MUTANTS += [
         # Not the package's name: the /dev/shm checks of the other projects tested at the same time
         # look for that name and would see this mutant's files come and go.
         leaves=("/dev/shm/mutant-named-shared-memory-*",),
+        first_test="tests/test_bad_inputs.py",  # its killer last time, late in the order
     ),
     Mutant(
         "shared-copy-unchecked",
@@ -433,6 +434,7 @@ MUTANTS += [
         (("            if digest.hexdigest() != sha256:", "            if False:"),),
         backends=("memory",),
         samplers=("global",),
+        first_test="tests/test_bad_data.py",  # its killer last time, late in the order
     ),
 ]
 
@@ -445,6 +447,7 @@ MUTANTS += [
         "is_transient",
         (("    return status in (408, 429) or (status >= 500 and status != 501)", "    return True"),),
         **WEBDATASET_ONLY,
+        first_test="tests/test_bad_inputs.py",  # its killer last time, late in the order
     ),
     Mutant(
         "http-no-resume",
@@ -452,6 +455,7 @@ MUTANTS += [
         "HTTPStream.request",
         (('headers = {"Range": f"bytes={self.position}-{last}"} if self.position or last else {}', "headers = {}"),),
         **WEBDATASET_ONLY,
+        first_test="tests/test_bad_inputs.py",  # its killer last time, late in the order
     ),
     Mutant(
         "http-pool-shared-across-fork",

@@ -26,11 +26,11 @@ CASES = [
 
 def spec_first(project: Path, first: str = "") -> list[str]:
     """The project's test files, the pure specifications first (the plan, then the loader that
-    delivers it, then shuffle quality, the slowest of the three, which no mutant of the plan or
-    the loader gets past), the audit's report tests last: pytest runs files in the order given
-    and stops at the first failure (-x), so the first failure is the one that names the broken
-    property most directly, and a mutant killed by the plan or the loader costs seconds.
-    `first` (Mutant.first_test), where the project has it, goes before all of them."""
+    delivers it, then shuffle quality), the audit's report tests last: pytest runs files in the
+    order given and stops at the first failure (-x), so the first failure is the one that names
+    the broken property most directly, and a mutant of the loader (the killer of a quarter of
+    them) need not wait for the shuffle-quality statistics first. `first` (Mutant.first_test),
+    where the project has it, goes before all of them."""
     priority = ("plan", "loader", "shuffle")
 
     def rank(path: Path) -> tuple[int, int, str]:
