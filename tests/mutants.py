@@ -447,7 +447,7 @@ MUTANTS += [
         "is_transient",
         (("    return status in (408, 429) or (status >= 500 and status != 501)", "    return True"),),
         **WEBDATASET_ONLY,
-        first_test="tests/test_bad_inputs.py",  # its killer last time, late in the order
+        first_test="tests/test_http_faults.py",  # the HTTP client's faults, late in the order
     ),
     Mutant(
         "http-no-resume",
@@ -455,7 +455,7 @@ MUTANTS += [
         "HTTPStream.request",
         (('headers = {"Range": f"bytes={self.position}-{last}"} if self.position or last else {}', "headers = {}"),),
         **WEBDATASET_ONLY,
-        first_test="tests/test_bad_inputs.py",  # its killer last time, late in the order
+        first_test="tests/test_http_faults.py",  # the HTTP client's faults, late in the order
     ),
     Mutant(
         "http-pool-shared-across-fork",
