@@ -44,9 +44,10 @@ def cost(item: pytest.Item) -> int:
     3 the rest (seconds each)."""
     params = getattr(item, "callspec", None)
     params = params.params if params else {}
-    if item.originalname == "test_rendered_project_passes_its_own_tests":
+    name = getattr(item, "originalname", item.name)
+    if name == "test_rendered_project_passes_its_own_tests":
         return 0 if DEFAULT_SAMPLER[params["backend"]] == params["sampler"] else 1
-    if item.originalname == "test_mutant_is_killed_by_the_generated_tests":
+    if name == "test_mutant_is_killed_by_the_generated_tests":
         return 2 if params["mutant"].only_test else 3
     return 3
 
