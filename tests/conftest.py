@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from copier import run_copy
-from variants import COMBINATIONS
+from variants import COMBINATIONS, DEFAULT_SAMPLER
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "myexp"
@@ -38,8 +38,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def cost(item: pytest.Item) -> int:
+    """How long a test runs, roughly, as a rank: 0 a generated suite with its process tests (the
+    default sampler's), 1 another generated suite, 2 a mutant whose one test launches processes,
+    3 the rest (seconds each)."""
+    params = getattr(item, "callspec", None)
+    params = params.params if params else {}
+    name = getattr(item, "originalname", item.name)
+    if name == "test_rendered_project_passes_its_own_tests":
+        return 0 if DEFAULT_SAMPLER[params["backend"]] == params["sampler"] else 1
+    if name == "test_mutant_is_killed_by_the_generated_tests":
+        return 2 if params["mutant"].only_test else 3
+    return 3
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--combination B/S: deselect the tests parametrized with another backend or sampler."""
+    """The longest tests first (pytest-xdist hands tests out in this order), so that the workers
+    end together rather than one of them starting a 10-minute suite near the end;
+    --combination B/S: deselect the tests parametrized with another backend or sampler."""
+    items.sort(key=cost)  # stable: within a rank, the order of the files and parameters
     chosen = config.getoption("--combination")
     if not chosen:
         return

@@ -434,6 +434,7 @@ MUTANTS += [
         # Not the package's name: the /dev/shm checks of the other projects tested at the same time
         # look for that name and would see this mutant's files come and go.
         leaves=("/dev/shm/mutant-named-shared-memory-*",),
+        first_test="tests/test_memory_once_per_node.py",  # its killer, late in the order
     ),
     Mutant(
         "shared-copy-unchecked",
@@ -442,6 +443,7 @@ MUTANTS += [
         (("            if digest.hexdigest() != sha256:", "            if False:"),),
         backends=("memory",),
         samplers=("global",),
+        first_test="tests/test_bad_data.py",  # its killer, late in the order
     ),
 ]
 
@@ -454,6 +456,7 @@ MUTANTS += [
         "is_transient",
         (("    return status in (408, 429) or (status >= 500 and status != 501)", "    return True"),),
         **WEBDATASET_ONLY,
+        first_test="tests/test_http_faults.py",  # the HTTP client's faults, late in the order
     ),
     Mutant(
         "http-no-resume",
@@ -461,6 +464,7 @@ MUTANTS += [
         "HTTPStream.request",
         (('headers = {"Range": f"bytes={self.position}-{last}"} if self.position or last else {}', "headers = {}"),),
         **WEBDATASET_ONLY,
+        first_test="tests/test_http_faults.py",  # the HTTP client's faults, late in the order
     ),
     Mutant(
         "http-pool-shared-across-fork",
@@ -468,7 +472,7 @@ MUTANTS += [
         "take_connection",
         (('if getattr(_idle, "pid", None) != os.getpid():', 'if getattr(_idle, "pid", None) is None:'),),
         **WEBDATASET_ONLY,
-        only_test="tests/test_http_faults.py",
+        only_test="tests/test_http_faults.py::test_faults_in_two_dataloader_workers_are_mended_and_deliver_the_same_batches",
     ),
 ]
 

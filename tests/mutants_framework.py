@@ -46,6 +46,10 @@ class Mutant:
     # The one test file (or node id) to run: it launches processes (left out of the full run),
     # or it comes late in the full run while nothing before it can see this mistake.
     only_test: str = ""
+    # A test file to run first in the full run (no only_test): the one that killed it last time
+    # when it comes late in the order. Only the order changes: every other file still runs after
+    # it, so a hint gone stale costs time, never a kill.
+    first_test: str = ""
     leaves: tuple[str, ...] = ()  # absolute globs of what the broken code leaves behind, removed after its run
 
     def applies(self, backend: str, sampler: str) -> bool:

@@ -92,7 +92,9 @@ def named_modules(path: Path, package: Path, modules: set[str]) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             name = node.value.removeprefix(f"-m {PACKAGE}.").removeprefix(f"{PACKAGE}.")
-            found |= {m for m in modules if name == m or name.startswith(f"{m}.") or name.split(".")[0] == m.split(".")[-1]}
+            found |= {
+                m for m in modules if name == m or name.startswith(f"{m}.") or name.split(".")[0] == m.split(".")[-1]
+            }
     return found
 
 
@@ -104,7 +106,9 @@ def sampler_independent_tests(project: Path, independent: list[str]) -> list[str
     dependent = {name for name, path in modules.items() if str(path.relative_to(project)) not in independent}
     changed = True
     while changed:  # a module importing a sampler-dependent module depends on the sampler too
-        grown = dependent | {name for name, path in modules.items() if package_imports(path, package, names) & dependent}
+        grown = dependent | {
+            name for name, path in modules.items() if package_imports(path, package, names) & dependent
+        }
         changed, dependent = grown != dependent, grown
     return sorted(
         path

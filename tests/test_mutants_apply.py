@@ -16,11 +16,17 @@ from variants import COMBINATIONS
 
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
 def test_every_mutant_applies_to_every_render_it_fits(rendered, backend: str, sampler: str) -> None:
-    package = rendered(backend, sampler) / "src" / PACKAGE
+    project = rendered(backend, sampler)
+    package = project / "src" / PACKAGE
     broken = []
     for mutant in all_mutants():
         if not mutant.applies(backend, sampler):
             continue
+        for field, test in (("only_test", mutant.only_test), ("first_test", mutant.first_test)):
+            if test and not (project / test.split("::")[0]).is_file():
+                broken.append(
+                    f"mutant {mutant.id}: its {field} {test} is not a file of the project: name its new place"
+                )
         try:
             texts = mutated_sources(package, mutant)
         except MutantError as error:

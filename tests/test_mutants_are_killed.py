@@ -24,15 +24,19 @@ CASES = [
 ]
 
 
-def spec_first(project: Path) -> list[str]:
-    """The project's test files, the pure specifications first (plan, then shuffle quality,
-    then the loader), the audit's report tests last: pytest runs files in the order given,
-    so the first failure is the one that names the broken property most directly."""
-    priority = ("plan", "shuffle", "loader")
+def spec_first(project: Path, first: str = "") -> list[str]:
+    """The project's test files, the pure specifications first (the plan, then the loader that
+    delivers it, then shuffle quality), the audit's report tests last: pytest runs files in the
+    order given and stops at the first failure (-x), so the first failure is the one that names
+    the broken property most directly, and a mutant of the loader (the killer of a quarter of
+    them) need not wait for the shuffle-quality statistics first. `first` (Mutant.first_test),
+    where the project has it, goes before all of them."""
+    priority = ("plan", "loader", "shuffle")
 
-    def rank(path: Path) -> tuple[int, str]:
+    def rank(path: Path) -> tuple[int, int, str]:
         found = [i for i, word in enumerate(priority) if word in path.name]
-        return (found[0] if found else len(priority) + (path.name == "test_audit.py"), path.name)
+        named = str(path.relative_to(project)) == first
+        return (not named, found[0] if found else len(priority) + (path.name == "test_audit.py"), path.name)
 
     return [str(p.relative_to(project)) for p in sorted((project / "tests").glob("test_*.py"), key=rank)]
 
@@ -46,5 +50,5 @@ def test_mutant_is_killed_by_the_generated_tests(
     # Tests that launch processes (marked `processes`) are left out, except the one test file
     # that alone can see a mistake of that kind (or that alone sees it and would come late in
     # the full run: Mutant.only_test).
-    tests = [mutant.only_test] if mutant.only_test else ["-m", "not processes", *spec_first(project)]
+    tests = [mutant.only_test] if mutant.only_test else ["-m", "not processes", *spec_first(project, mutant.first_test)]
     record_property("killed", (backend, sampler, mutant.id, killed_by(project, PACKAGE, mutant, tests)))
