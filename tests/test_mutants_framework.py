@@ -4,10 +4,11 @@ their wording."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
-from mutants_framework import Mutant, MutantError, Survived, killed_by, mutate, mutated_sources
+from mutants_framework import Mutant, MutantError, Survived, all_mutants, killed_by, mutate, mutated_sources
 
 LOADER = """class Loader:
     def epoch(self, seed, epoch):
@@ -115,3 +116,16 @@ def test_a_mutant_the_tests_do_not_see_survives(tmp_path: Path) -> None:
     )
     with pytest.raises(Survived, match=r"unseen .* SURVIVED \(pytest exit code 0"):
         killed_by(root, "tiny", unseen, ["tests"], timeout=120)
+
+
+def test_every_mutant_is_in_the_readmes_proof_table() -> None:
+    """The README's proof table maps each promise to its test and its mutants: a mutant added
+    without a row (or a row naming a mutant that no longer exists) fails here, in seconds."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    table = readme[readme.index("### The proof table") :]
+    table = table[: table.index("\n\n", table.index("| --- |"))]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| promise")]
+    named = {name for row in rows for name in re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", row.rsplit("|", 2)[-2])}
+    known = {mutant.id for mutant in all_mutants()}
+    assert not known - named, f"mutants without a row in the README's proof table: {sorted(known - named)}"
+    assert not named - known, f"the README's proof table names mutants that do not exist: {sorted(named - known)}"
