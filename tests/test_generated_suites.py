@@ -93,7 +93,9 @@ def named_modules(path: Path, package: Path, modules: set[str]) -> set[str]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             name = node.value.removeprefix(f"-m {PACKAGE}.").removeprefix(f"{PACKAGE}.")
             found |= {
-                m for m in modules if name == m or name.startswith(f"{m}.") or name.split(".")[0] == m.split(".")[-1]
+                m
+                for m in modules - {""}  # the package itself ("") is named only by an import of it
+                if name == m or name.startswith(f"{m}.") or name.split(".")[0] == m.split(".")[-1]
             }
     return found
 
