@@ -23,6 +23,12 @@ from .errors import DataError
 from .run_folder import manifest_sha256, read_config
 
 
+def option(default, help: str, parser=None):
+    """A field of a dataclass that `options_of` makes an option: its default, its help text, and
+    the parser of its value (a path's, say), if it needs one."""
+    return dataclasses.field(default=default, metadata={"help": help, "parser": parser})
+
+
 def options_of(**groups: type) -> typing.Callable:
     """Decorate a typer command whose parameters `groups` name are dataclasses (`recipe=Recipe`):
     each field of each becomes an option of the command (its name, type, default and help), and
