@@ -311,18 +311,12 @@ def check_same_options(recorded: dict[str, Any], options: dict[str, Any], run_di
                 f"{run_dir} was trained on other data (its manifest's sha256 differs): resume with the same --data, "
                 "or pass a new --run-dir"
             )
-        if isinstance(value, bool):  # an on/off option: --augment or --no-augment, without a value
+        if isinstance(value, bool):  # a switch (--augment / --no-augment, --bf16 / --no-bf16), without a value
             was, given = (("--" if on else "--no-") + name.replace("_", "-") for on in (value, not value))
             raise DataError(
                 f"{run_dir} was trained with {was}, not {given}: resume with {was}, or pass a new --run-dir"
             )
         flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):  # a switch: --bf16 / --no-bf16
-            given = flag if options.get(name) else f"--no-{flag[2:]}"
-            flag = flag if value else f"--no-{flag[2:]}"
-            raise DataError(
-                f"{run_dir} was trained with {flag}, not {given}: resume with {flag}, or pass a new --run-dir"
-            )
         raise DataError(
             f"{run_dir} was trained with {flag} {value}, not {options.get(name)}: resume with {flag} {value}, "
             "or pass a new --run-dir"
