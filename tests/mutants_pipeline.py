@@ -58,9 +58,17 @@ MUTANTS = [
         "the bench's decode row decodes one sample of each batch and reports the epoch's samples as decoded",
         function="decoded_batches",
         edits=(
-            ('decode_records(batch["records"], num_classes)', 'decode_records(batch["records"][:1], num_classes)'),
+            ('decode_records(batch["records"], num_classes,', 'decode_records(batch["records"][:1], num_classes,'),
             ("decode_pass", 'samples += len(decoded["y"])', "samples += len(extensions)"),
         ),
+        **MEMORY_ONLY,
+        only_test="tests/test_bench_rows.py",
+    ),
+    Mutant(
+        "full-scale-row-reduced",
+        "the bench's full-scale decode row decodes JPEGs at the reduced scale too: it reports no gain",
+        function="decode_image",
+        edits=(("if reduced_scale and image.format == ", "if image.format == "),),
         **MEMORY_ONLY,
         only_test="tests/test_bench_rows.py",
     ),

@@ -1,6 +1,6 @@
 """Payload bytes -> tensors, in the DataLoader workers: the one place to change for a new modality.
 
-    decode(payload, extension, image_size=IMAGE_SIZE, generator=None) -> Tensor
+    decode(payload, extension, image_size=IMAGE_SIZE, generator=None, reduced_scale=True) -> Tensor
 
 - images (png, jpg, jpeg, webp, bmp, gif): Pillow, turned upright by their EXIF orientation,
   converted to RGB (`to_rgb`), then transforms.py: the eval transform (the shorter side
@@ -14,7 +14,8 @@
   2 x DRAFT_FACTOR times image_size a side is decoded at a reduced scale (1/2, 1/4 or 1/8, by
   libjpeg, Image.draft) that still leaves DRAFT_FACTOR x image_size pixels a side: several
   times faster for photos, and within DRAFT_TOLERANCE of the full decode (mean absolute
-  difference, out of 255; tests/test_decode.py checks it).
+  difference, out of 255; tests/test_decode.py checks it). `reduced_scale=False` decodes every
+  pixel (bench.py's full-scale decode row measures what the reduced scale saves).
 - npy: numpy's .npy format with allow_pickle=False (data, never code): float32.
 - txt: UTF-8 text as its bytes, whole up to TEXT_MAX_BYTES (a longer text is cut there):
   uint8 [length]. A batch of texts is zero-padded to its longest, with each text's length
@@ -116,10 +117,10 @@ class Augment:
 
 
 def decode_image(
-    payload: bytes, image_size: int = IMAGE_SIZE, generator: torch.Generator | None = None
+    payload: bytes, image_size: int = IMAGE_SIZE, generator: torch.Generator | None = None, reduced_scale: bool = True
 ) -> torch.Tensor:
     with Image.open(io.BytesIO(payload)) as image:
-        if image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * image_size:
+        if reduced_scale and image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * image_size:
             image.draft(None, (DRAFT_FACTOR * image_size, DRAFT_FACTOR * image_size))
         image = to_rgb(image)
         if generator is None:
@@ -162,13 +163,17 @@ def known_extensions() -> str:
 
 
 def decode(
-    payload: bytes, extension: str, image_size: int = IMAGE_SIZE, generator: torch.Generator | None = None
+    payload: bytes,
+    extension: str,
+    image_size: int = IMAGE_SIZE,
+    generator: torch.Generator | None = None,
+    reduced_scale: bool = True,
 ) -> torch.Tensor:
     """One sample's tensor; raises ValueError/OSError for a payload that does not decode. Images
     are `image_size` a side, augmented (transforms.train_transform) when given a generator;
     vectors and texts are never augmented."""
     if extension in IMAGE_EXTENSIONS:
-        return decode_image(payload, image_size, generator)
+        return decode_image(payload, image_size, generator, reduced_scale)
     return DECODERS[extension](payload)
 
 
@@ -180,7 +185,11 @@ MakeBatch = Callable[[Sequence[Record], int], dict]  # (records, num_classes) ->
 
 
 def decode_batch(
-    records: Sequence[Record], num_classes: int, image_size: int = IMAGE_SIZE, augment: Augment | None = None
+    records: Sequence[Record],
+    num_classes: int,
+    image_size: int = IMAGE_SIZE,
+    augment: Augment | None = None,
+    reduced_scale: bool = True,
 ) -> dict:
     """Stored records -> {"key": [...], "x": Tensor [B, ...], "y": Tensor [B]}, in the workers;
     with `augment`, each image through the train transform with its own keyed generator."""
@@ -200,7 +209,7 @@ def decode_batch(
             )
         try:
             generator = sample_generator(augment.seed, augment.epoch, record.key) if augment else None
-            tensors.append(decode(record.payload, record.extension, image_size, generator))
+            tensors.append(decode(record.payload, record.extension, image_size, generator, reduced_scale))
         except DECODE_ERRORS as err:
             raise SampleError(
                 record.key,
