@@ -51,7 +51,15 @@ MUTANTS = [
             ),
         ),
         **MEMORY_ONLY,
-        only_test="tests/test_multinode.py::test_a_node_that_never_arrives_ends_the_run_in_one_line_within_rdzv_timeout",
+        only_test="tests/test_arrivals.py",
+    ),
+    Mutant(
+        "arrivals-never-forget",
+        "a node that came and then died is still named as there: its stamp never grows old",
+        function="Arrivals.poll",
+        edits=((" and clock - int(store.get(self.key(node))) <= GONE_AFTER_TICKS:", ":"),),
+        **MEMORY_ONLY,
+        only_test="tests/test_arrivals.py",
     ),
     Mutant(
         "decode-row-decodes-fewer",

@@ -73,5 +73,6 @@ class Arrivals:
             self.stopped.wait(BEAT_S)
 
     def came(self) -> list[int]:
-        """The NODE_RANKs there at the last poll that reached node 0's store (none if none did)."""
-        return sorted(self.seen)
+        """The NODE_RANKs there at the last poll that reached node 0's store; if none did, node 0
+        knows only itself and another node nothing."""
+        return sorted(self.seen) or ([0] if self.node_rank == 0 else [])
