@@ -70,7 +70,10 @@ def test(session: nox.Session) -> None:
     install(session, *DEPS)
     # One worker per core: most of the time goes to rendered projects' own pytest runs, a few
     # minutes each; -v names every test as it finishes, so the run shows its progress.
-    session.run("pytest", "-n", "auto", "-v", "--durations=30", "tests", *session.posargs)
+    # --maxschedchunk=1: tests are handed out two at a time, longest first (conftest.py), so the
+    # backends' 10-minute suites go to both workers; by default the first worker got the first
+    # quarter of the list, all four suites, and ran them one after the other to the end.
+    session.run("pytest", "-n", "auto", "--maxschedchunk=1", "-v", "--durations=30", "tests", *session.posargs)
 
 
 def render(session: nox.Session, destination: Path, package: str, backend: str, sampler: str, *options: str) -> None:

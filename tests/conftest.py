@@ -53,8 +53,9 @@ def cost(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest tests first (pytest-xdist hands tests out in this order), so that the workers
-    end together rather than one of them starting a 10-minute suite near the end;
+    """The longest tests first (pytest-xdist hands tests out in this order, two at a time with
+    noxfile.py's --maxschedchunk=1), so that the workers end together rather than one of them
+    starting a 10-minute suite near the end;
     --combination B/S: deselect the tests parametrized with another backend or sampler."""
     items.sort(key=cost)  # stable: within a rank, the order of the files and parameters
     chosen = config.getoption("--combination")
