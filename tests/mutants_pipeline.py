@@ -62,6 +62,20 @@ MUTANTS = [
         only_test="tests/test_arrivals.py",
     ),
     Mutant(
+        "node-0-blames-another-node",
+        "node 0, whose rendezvous another waiting node closed first, says the run ended on another node "
+        "instead of naming who came",
+        function="rendezvous_failure",
+        edits=(
+            (
+                "another_gave_up = left and not started and came and missing",
+                "another_gave_up = left and layout.node_rank != 0 and not started and came and missing",
+            ),
+        ),
+        **MEMORY_ONLY,
+        only_test="tests/test_arrivals.py",
+    ),
+    Mutant(
         "decode-row-decodes-fewer",
         "the bench's decode row decodes one sample of each batch and reports the epoch's samples as decoded",
         function="decoded_batches",

@@ -287,8 +287,9 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
     api.LocalElasticAgent = ReportingAgent  # launch_agent() makes its agent from this name
 
 
-def rendezvous_failure(err: Exception, layout: Layout, came: list[int]) -> str:
-    """One line for a rendezvous of several nodes that did not happen, naming what to check."""
+def rendezvous_failure(err: Exception, layout: Layout, came: list[int], started: bool) -> str:
+    """One line for a rendezvous of several nodes that did not happen, naming what to check;
+    `came`: the NODE_RANKs seen there (arrivals.py), `started`: whether this node's ranks ever ran."""
     from torch.distributed.elastic.rendezvous import (
         RendezvousClosedError,
         RendezvousConnectionError,
@@ -297,11 +298,15 @@ def rendezvous_failure(err: Exception, layout: Layout, came: list[int]) -> str:
 
     where = f"{layout.master_addr}:{layout.master_port}"
     missing = [node for node in range(layout.nnodes) if node not in came]
-    # Node 0 hosts the rendezvous: when its wait ends first, the others find the rendezvous closed
-    # or its store gone, not a timeout of their own.
-    gone = isinstance(err, RendezvousClosedError | RendezvousConnectionError)
-    node_0_gave_up = gone and layout.node_rank != 0 and 0 in came and missing
-    if isinstance(err, RendezvousTimeoutError) or node_0_gave_up:
+    # Every waiting node's RDZV_TIMEOUT runs from its own join, and the first to end closes the
+    # rendezvous: the others find it closed (or, away from node 0, its store gone), not a timeout
+    # of their own. Before any rank ran, with nodes missing, that is the same timeout. (Node 0's
+    # connection error is a port it cannot host on, below.)
+    left = isinstance(err, RendezvousClosedError) or (
+        isinstance(err, RendezvousConnectionError) and layout.node_rank != 0
+    )
+    another_gave_up = left and not started and came and missing
+    if isinstance(err, RendezvousTimeoutError) or another_gave_up:
         seen = (
             f"{len(came)} came (NODE_RANK {', '.join(map(str, came))}), "
             f"{len(missing)} missing (NODE_RANK {', '.join(map(str, missing))})"
@@ -433,7 +438,7 @@ def launch(layout: Layout, training_options: list[str], cpp_log_level: str | Non
         print(f"error: {failure}", file=sys.stderr)
         return 1
     except RendezvousError as err:
-        print(rendezvous_failure(err, layout, arrivals.came()), file=sys.stderr)
+        print(rendezvous_failure(err, layout, arrivals.came(), started=bool(RANK_GROUPS)), file=sys.stderr)
         return 1
     except SignalException as stopped:
         print(f"error: train.sh was stopped by {stopped.sigval.name}; its ranks were stopped too", file=sys.stderr)
