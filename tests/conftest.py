@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from copier import run_copy
-from variants import COMBINATIONS, DEFAULT_SAMPLER
+from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "myexp"
@@ -39,17 +39,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def cost(item: pytest.Item) -> int:
-    """How long a test runs, roughly, as a rank: 0 a generated suite with its process tests (the
-    default sampler's), 1 another generated suite, 2 a mutant whose one test launches processes,
-    3 the rest (seconds each)."""
+    """How long a test runs, roughly, as a rank: 0 the default backend's whole suite (it alone runs
+    the tests marked same_for_every_backend), 1 another backend's suite with its process tests (its
+    default sampler's), 2 another generated suite, 3 a mutant whose one test launches processes,
+    4 the rest (seconds each)."""
     params = getattr(item, "callspec", None)
     params = params.params if params else {}
     name = getattr(item, "originalname", item.name)
     if name == "test_rendered_project_passes_its_own_tests":
-        return 0 if DEFAULT_SAMPLER[params["backend"]] == params["sampler"] else 1
+        if DEFAULT_SAMPLER[params["backend"]] != params["sampler"]:
+            return 2
+        return 0 if params["backend"] == DEFAULT_BACKEND else 1  # it alone runs the tests of every backend
     if name == "test_mutant_is_killed_by_the_generated_tests":
-        return 2 if params["mutant"].only_test else 3
-    return 3
+        return 3 if params["mutant"].only_test else 4
+    return 4
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 import pytest
 from conftest import PACKAGE, ROOT, run_pytest
-from variants import COMBINATIONS, DEFAULT_SAMPLER
+from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER
 
 TEMPLATE = ROOT / "template"
 
@@ -119,11 +119,47 @@ def sampler_independent_tests(project: Path, independent: list[str]) -> list[str
     )
 
 
+# What is the same for every backend is marked in the generated tests themselves: a process
+# test marked `same_for_every_backend` proves what the harness, train.sh or the recipe do
+# (launch, lock, rendezvous, refusals, the recipe's resume), which no backend changes. It runs
+# in the default backend's project only, its source and its own fixtures checked identical in
+# every backend's (test_tests_run_in_one_backend_are_rendered_alike); each backend's loader,
+# resume, restarts and two-node training still run in its own project.
+ONE_BACKEND = "same_for_every_backend"
+
+
+def definition_sources(path: Path) -> dict[str, str]:
+    """Every module-level function of a test file (decorators included) by name."""
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    found = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            found[node.name] = "".join(lines[first - 1 : node.end_lineno])
+    return found
+
+
+def one_backend_tests(project: Path) -> dict[str, str]:
+    """{"tests/FILE::TEST": the test's source and that of the fixtures of its file it takes} of
+    the tests marked `same_for_every_backend`."""
+    found = {}
+    for path in sorted((project / "tests").glob("test_*.py")):
+        sources = definition_sources(path)
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                ast.unparse(d).endswith(f"mark.{ONE_BACKEND}") for d in node.decorator_list
+            ):
+                taken = [a.arg for a in node.args.args if a.arg in sources]
+                found[f"tests/{path.name}::{node.name}"] = "".join(sources[name] for name in [node.name, *taken])
+    return found
+
+
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
 def test_rendered_project_passes_its_own_tests(rendered, backend: str, sampler: str) -> None:
     project = rendered(backend, sampler)
     if DEFAULT_SAMPLER[backend] == sampler:
-        result = run_pytest(project)
+        result = run_pytest(project, *([] if backend == DEFAULT_BACKEND else ["-m", f"not {ONE_BACKEND}"]))
     else:
         once = sampler_independent_tests(project, sampler_independent_files(backend))
         result = run_pytest(project, "-m", "not processes", *(f"--ignore={path}" for path in once))
@@ -158,3 +194,22 @@ def test_the_sampler_split_is_read_from_the_template(rendered) -> None:
     assert "tests/test_ledger.py" in once, f"test_ledger (ledger.py only) runs for every sampler: {once}"
     for name in ("test_epoch_plan.py", "test_loader.py", "test_order_across_processes.py", "test_prep.py"):
         assert f"tests/{name}" not in once, f"{name} names a module that depends on the sampler, yet runs once: {once}"
+
+
+def test_tests_run_in_one_backend_are_rendered_alike(rendered) -> None:
+    projects = {backend: rendered(backend, sampler) for backend, sampler in DEFAULT_SAMPLER.items()}
+    expected = one_backend_tests(projects[DEFAULT_BACKEND])
+    assert len(expected) >= 10, (
+        f"only {len(expected)} tests marked {ONE_BACKEND} in {DEFAULT_BACKEND}: {sorted(expected)}"
+    )
+    for backend, project in projects.items():
+        found = one_backend_tests(project)
+        assert sorted(found) == sorted(expected), (
+            f"{backend}: the tests marked {ONE_BACKEND} differ from {DEFAULT_BACKEND}'s: "
+            f"{sorted(set(found) ^ set(expected))}: a test run in one backend's project must exist in every one"
+        )
+        for name, source in found.items():
+            assert source == expected[name], (
+                f"{backend}: {name} (or a fixture of its file it takes) renders differently from {DEFAULT_BACKEND}'s, "
+                f"yet runs only in {DEFAULT_BACKEND}'s project: drop its `{ONE_BACKEND}` mark"
+            )
