@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 import pytest
 from conftest import PACKAGE, ROOT, run_pytest
+from mutants_framework import definitions
 from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER
 
 TEMPLATE = ROOT / "template"
@@ -128,25 +129,16 @@ def sampler_independent_tests(project: Path, independent: list[str]) -> list[str
 ONE_BACKEND = "same_for_every_backend"
 
 
-def definition_sources(path: Path) -> dict[str, str]:
-    """Every module-level function of a test file (decorators included) by name."""
-    text = path.read_text()
-    lines = text.splitlines(keepends=True)
-    found = {}
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef):
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            found[node.name] = "".join(lines[first - 1 : node.end_lineno])
-    return found
-
-
 def one_backend_tests(project: Path) -> dict[str, str]:
     """{"tests/FILE::TEST": the test's source and that of the fixtures of its file it takes} of
-    the tests marked `same_for_every_backend`."""
+    the tests marked `same_for_every_backend` (sources with their decorators, as the mutants
+    find functions: mutants_framework.definitions)."""
     found = {}
     for path in sorted((project / "tests").glob("test_*.py")):
-        sources = definition_sources(path)
-        for node in ast.parse(path.read_text()).body:
+        text = path.read_text()
+        spans = definitions(path, text)
+        sources = {name: text[spans[name][0].start : spans[name][0].end] for name in spans if "." not in name}
+        for node in ast.parse(text).body:
             if isinstance(node, ast.FunctionDef) and any(
                 ast.unparse(d).endswith(f"mark.{ONE_BACKEND}") for d in node.decorator_list
             ):
