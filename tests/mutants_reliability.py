@@ -26,6 +26,15 @@ MUTANTS = [
         only_test="tests/test_multinode.py::test_a_node_that_never_arrives_ends_the_run_in_one_line_within_rdzv_timeout",
     ),
     Mutant(
+        "preflight-of-one-node",
+        "the data are checked for one node's ranks, not every node's: a run too big for them starts",
+        function="start",
+        edits=(("preflight(layout.nnodes * layout.nproc_per_node,", "preflight(layout.nproc_per_node,"),),
+        backends=("memory",),
+        samplers=("global",),
+        only_test="tests/test_multinode.py::test_the_data_is_checked_for_the_ranks_of_every_node_before_any_rank_starts",
+    ),
+    Mutant(
         "layout-unchecked",
         "nodes with different NPROC (or one NODE_RANK) train on a world size nobody asked for",
         function="train.main",

@@ -1,9 +1,10 @@
 """torchrun on one node or several, with failures and restarts reported in one line each.
 
-train.sh runs `python -m <package>.harness.launch --preflight W <training options>` (train.py's checks
-before anything starts, W the ranks of all nodes), then `python -m <package>.harness.launch --nproc-per-node N [--nnodes M --node-rank R
---master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] <training options>`. This starts
-torchrun's own launcher (torch.distributed.run) in this process, so rendezvous, the ranks'
+train.sh runs `python -m <package>.harness.launch --preflight --nproc-per-node N [--nnodes M --node-rank R
+--master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] <training options>`. With
+--preflight it first runs train.py's checks of the options and the data for the ranks of all nodes
+(M x N), in this process: one interpreter importing torch, not two, before any rank starts. Then it
+starts torchrun's own launcher (torch.distributed.run) in this process, so rendezvous, the ranks'
 environment, stopping the other ranks when one fails and restarting them are torchrun's.
 What changes is what the user reads:
 
@@ -67,7 +68,7 @@ OPTIONS = {f"--{name.replace('_', '-')}": name for name in Layout.__dataclass_fi
 
 def usage() -> str:
     return (
-        f"usage: python -m {__package__}.launch --nproc-per-node N [--nnodes M --node-rank R "
+        f"usage: python -m {__package__}.launch [--preflight] --nproc-per-node N [--nnodes M --node-rank R "
         "--master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] [training options]"
     )
 
@@ -338,10 +339,6 @@ def main(argv: list[str]) -> int:
     # one line, and the scratch folder and the lock let go, as after one that comes later.
     stop_with_one_line()
     try:
-        if argv[:1] == ["--preflight"]:  # train.sh's checks before launching, with the signals as here
-            from ..train import app
-
-            app(argv, prog_name="train.sh")
         return start(argv)
     except Stopped as stopped:
         print(f"error: train.sh was stopped by {stopped.signal.name} before its ranks started", file=sys.stderr)
@@ -349,16 +346,21 @@ def main(argv: list[str]) -> int:
 
 
 def start(argv: list[str]) -> int:
-    parsed = parse(argv)
+    checks = argv[:1] == ["--preflight"]
+    parsed = parse(argv[checks:])
     if parsed is None:
         print(usage(), file=sys.stderr)
         return 2
     layout, training_options = parsed
     # torch's C++ log in this process: a store client that cannot reach node 0 logs each retry
-    # with a stack trace before the one line below says so. Read once, as torch loads; the ranks
-    # get the user's setting back.
+    # with a stack trace before the one line below says so. Read once, as torch loads (the
+    # preflight imports it); the ranks get the user's setting back.
     cpp_log_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
     os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
+    if checks:
+        failed = preflight(layout.nnodes * layout.nproc_per_node, training_options)
+        if failed:
+            return failed
     from .run_folder import lock, unlock  # imports torch: after the usage line
 
     try:
@@ -374,6 +376,19 @@ def start(argv: list[str]) -> int:
     finally:
         if held is not None:
             unlock(run_dir, held)
+
+
+def preflight(world_size: int, training_options: list[str]) -> int:
+    """train.py's checks of the training options and the data for `world_size` ranks (its hidden
+    --preflight), before the run folder is locked or a rank starts: 0 when they pass, else the
+    exit code, its one `error:` line printed (or typer's usage error, as train.sh's own)."""
+    from ..train import app
+
+    try:
+        app(["--preflight", str(world_size), *training_options], prog_name="train.sh")
+    except SystemExit as end:  # typer ends every command this way, passing or not
+        return end.code if isinstance(end.code, int) else (0 if end.code is None else 1)
+    return 0
 
 
 def launch(layout: Layout, training_options: list[str], cpp_log_level: str | None) -> int:
