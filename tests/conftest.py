@@ -100,7 +100,7 @@ def run_in(project: Path, *command: str, timeout: float = 900) -> subprocess.Com
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-# A default sampler's whole suite runs in one process: 265-558 s in a fresh-clone .ci/run on
+# A default sampler's whole suite runs in one process: 245-558 s in fresh-clone .ci/run runs on
 # 2 cores with two suites at once (the README's figures), up to 1011 s on a slower day: the bound
 # on a hung one leaves 1.8x over the slowest seen.
 def run_pytest(project: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
