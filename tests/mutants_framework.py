@@ -16,14 +16,16 @@ The mutants themselves are listed in tests/mutants.py and tests/mutants_*.py (MU
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import glob
 import importlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import run_pytest
+from pytest_server import PytestServer
 from variants import MAP_STYLE_BACKENDS, MAP_STYLE_SAMPLERS
 
 TESTS = Path(__file__).resolve().parent
@@ -153,22 +155,30 @@ def first_failure(output: str) -> str:
     return found.group(1) if found else "?"
 
 
+SERVER = PytestServer()  # one per test process: it imports torch and the rest once for all mutants
+atexit.register(SERVER.stop)
+
+
 def killed_by(project: Path, package: str, mutant: Mutant, tests: list[str], timeout: float = 600) -> str:
     """Apply the mutant to the project, run `tests` there (stopping at the first failure) and
-    return the test that failed first; raises Survived when the tests do not fail.
+    return the test that failed first; raises Survived when the tests do not fail. The run is
+    `python -m pytest` in the project, made by a fork of the pytest server (tests/pytest_server.py),
+    which has imported torch and the rest already: 5-8 s less per mutant.
 
     Killed means pytest's exit code 1 (tests failed): a message of the failure is not matched,
     so rewording an assertion changes nothing. Any other code (2 interrupted or a collection
     error, 5 nothing collected) would count a broken run as a kill, so it is a survival.
     """
     mutate(project / "src" / package, mutant)  # MutantError before any test runs
+    env = dict(os.environ, PYTHONPATH=str(project / "src"), PYTHONUNBUFFERED="1")
+    args = ["-q", "-p", "no:cacheprovider", "-x", "--tb=short", "-rfE", *tests]
     try:
-        result = run_pytest(project, "-x", "--tb=short", "-rfE", *tests, timeout=timeout)
+        result = SERVER.run(project, args, env, timeout=timeout)
     finally:
         for pattern in mutant.leaves:
             for left in glob.glob(pattern):
                 Path(left).unlink(missing_ok=True)
-    output = result.stdout + result.stderr
+    output = result.stdout
     if result.returncode != 1:
         raise Survived(
             f"mutant {mutant.id} ({mutant.mistake}) SURVIVED (pytest exit code {result.returncode}, "

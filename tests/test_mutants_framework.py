@@ -5,6 +5,8 @@ their wording."""
 from __future__ import annotations
 
 import re
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -116,6 +118,48 @@ def test_a_mutant_the_tests_do_not_see_survives(tmp_path: Path) -> None:
     )
     with pytest.raises(Survived, match=r"unseen .* SURVIVED \(pytest exit code 0"):
         killed_by(root, "tiny", unseen, ["tests"], timeout=120)
+
+
+def test_each_run_imports_its_own_project_not_the_last_ones(tmp_path: Path) -> None:
+    """The runs are forks of one server (tests/pytest_server.py): a mutated package imported by
+    one run must not be what the next run of another project sees."""
+    killed = project(tmp_path / "a")
+    assert killed_by(killed, "tiny", EPOCH_IGNORED, ["tests"], timeout=120).endswith(
+        "test_the_order_changes_with_the_epoch"
+    )
+    clean = project(tmp_path / "b")
+    unseen = Mutant("unseen", "a change no test calls", "Loader.other", (("order(seed + epoch)", "order(seed)"),))
+    with pytest.raises(Survived, match=r"exit code 0"):  # b's own Loader.epoch, not a's mutated one
+        killed_by(clean, "tiny", unseen, ["tests"], timeout=120)
+
+
+def test_a_run_past_its_timeout_is_killed_with_what_it_started(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    started = tmp_path / "child.pid"
+    (root / "tests" / "test_hangs.py").write_text(
+        "import subprocess, time\n\n\ndef test_hangs():\n"
+        f"    child = subprocess.Popen(['sleep', '600'])\n    open({str(started)!r}, 'w').write(str(child.pid))\n"
+        "    time.sleep(600)\n"
+    )
+    begun = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        killed_by(root, "tiny", EPOCH_IGNORED, ["tests/test_hangs.py"], timeout=10)
+    assert time.monotonic() - begun < 60, "the timeout did not end the run"
+    child = int(started.read_text())
+    for _ in range(50):  # the kill is sent; the process is reaped a moment later
+        if not running(child):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the hung test's subprocess {child} outlived the run's timeout")
+
+
+def running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (killed, not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_every_mutant_is_in_the_readmes_proof_table() -> None:

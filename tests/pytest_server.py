@@ -1,0 +1,152 @@
+"""Run a rendered project's pytest in a fork of a process that has already imported its libraries.
+
+A mutant's run is short: most of its tests stop at the first failure within a second or two. Yet
+a fresh `python -m pytest` first imports torch, datasets, pyarrow, webdataset and the rest, 5-8 s
+on CI's 2 cores, and the mutants pay it 145 times. A server process imports them once (and
+nothing of any project); each run is a fork of it that becomes the same pytest run a fresh
+interpreter would make: its own session (process group), the project's folder as its working
+directory, its src/ on sys.path and PYTHONPATH, its output in a file, pytest.main's exit code as
+its own. The fork's subprocesses (train.sh, torchrun, DataLoader workers) are fresh as ever.
+
+A run that outlives its timeout is killed with its whole process group. Only the modules of
+third-party libraries are shared: the project's package, its tests and their conftest are
+imported by the fork alone, so one mutant's edits never reach another's run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# What every rendered project's tests import (their package imports no more than these). A name
+# missing here is not an error: the fork imports it itself, as a fresh interpreter would.
+PRELOAD = (
+    "numpy",
+    "torch",
+    "torch.distributed",
+    "torch.nn",
+    "torch.optim",
+    "torch.utils.data",
+    "pyarrow",
+    "pyarrow.parquet",
+    "datasets",
+    "webdataset",
+    "PIL.Image",
+    "typer",
+    "typer.testing",
+    "boto3",
+    "pytest",
+)
+
+# The server imported anyio (datasets needs it) before pytest loads anyio's plugin, which asks for
+# its own asserts to be rewritten: pytest warns that it cannot. Nothing of the project's is affected.
+QUIET = ["-W", "ignore:Module already imported so cannot be rewritten; anyio:pytest.PytestAssertRewriteWarning"]
+
+SERVER = r"""
+import importlib, json, os, sys
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+requests, replies = sys.stdin, sys.stdout
+replies.write("ready\n"); replies.flush()
+for line in requests:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:  # the run: what `cd PROJECT && PYTHONPATH=src python -m pytest ARGS > OUT 2>&1` would do
+        try:
+            os.setsid()
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            sys.path[:0] = [request["cwd"], *request["env"].get("PYTHONPATH", "").split(os.pathsep)]
+            out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            sys.stdin = open(0, closefd=False)
+            sys.stdout = open(1, "w", buffering=1, closefd=False)
+            sys.stderr = open(2, "w", buffering=1, closefd=False)
+            sys.argv = ["pytest", *request["args"]]
+            import pytest
+            code = int(pytest.main(request["args"]))
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            code = 3
+        os._exit(code)
+    replies.write(json.dumps({"pid": pid}) + "\n"); replies.flush()
+    _, status = os.waitpid(pid, 0)
+    replies.write(json.dumps({"status": status}) + "\n"); replies.flush()
+"""
+
+
+class PytestServer:
+    """One server per test process (a pytest-xdist worker); runs are made one at a time."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> subprocess.Popen:
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", SERVER, json.dumps(PRELOAD)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                start_new_session=True,  # a Ctrl-C of the test run is the test's to handle, not the server's
+            )
+            self.reply(self.process, timeout=300)  # "ready"
+        return self.process
+
+    @staticmethod
+    def reply(process: subprocess.Popen, timeout: float) -> str:
+        ready, _, _ = select.select([process.stdout], [], [], timeout)
+        line = process.stdout.readline() if ready else ""
+        if not line:
+            process.kill()
+            raise RuntimeError(f"the pytest server gave no reply within {timeout:.0f} s (exit code {process.poll()})")
+        return line
+
+    def run(self, cwd: Path, args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+        """`python -m pytest ARGS` in cwd with env; stdout holds its output (stdout and stderr)."""
+        process = self.start()
+        handle, name = tempfile.mkstemp(prefix="pytest-server-", suffix=".out")
+        os.close(handle)
+        out = Path(name)
+        process.stdin.write(json.dumps({"cwd": str(cwd), "args": [*QUIET, *args], "env": env, "out": str(out)}) + "\n")
+        process.stdin.flush()
+        pid = json.loads(self.reply(process, timeout=60))["pid"]
+        deadline = time.monotonic() + timeout
+        ready, _, _ = select.select([process.stdout], [], [], timeout)
+        if not ready:  # hung: kill the run and everything it started, then take the server's reply
+            os.killpg(pid, signal.SIGKILL)
+            self.reply(process, timeout=60)
+            output = out.read_text(errors="replace")
+            out.unlink()
+            raise subprocess.TimeoutExpired(["pytest", *args], timeout, output=output)
+        status = json.loads(self.reply(process, timeout=max(1.0, deadline - time.monotonic())))["status"]
+        try:  # whatever the run's subprocesses left running stops with it
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        code = os.waitstatus_to_exitcode(status)
+        output = out.read_text(errors="replace")
+        out.unlink()
+        return subprocess.CompletedProcess(["pytest", *args], code, stdout=output, stderr="")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
