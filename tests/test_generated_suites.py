@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shutil
 from pathlib import Path
 
 import jinja2
 import pytest
 from conftest import PACKAGE, ROOT, run_pytest
-from mutants_framework import definitions
+from mutants_framework import SERVER, definitions
 from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER
 
 TEMPLATE = ROOT / "template"
@@ -121,8 +123,9 @@ def sampler_independent_tests(project: Path, independent: list[str]) -> list[str
 
 
 # What is the same for every backend is marked in the generated tests themselves: a process
-# test marked `same_for_every_backend` proves what the harness, train.sh or the recipe do
-# (launch, lock, rendezvous, refusals, the recipe's resume), which no backend changes. It runs
+# test (or a parameter of one: test_bad_inputs' train.sh cases) marked `same_for_every_backend`
+# proves what the harness, train.sh or the recipe do (launch, lock, rendezvous, refusals, the
+# recipe's resume, the GPU smoke script), which no backend changes. It runs
 # in the default backend's project only, its source and its own fixtures checked identical in
 # every backend's (test_tests_run_in_one_backend_are_rendered_alike); each backend's loader,
 # resume, restarts and two-node training still run in its own project.
@@ -130,21 +133,44 @@ ONE_BACKEND = "same_for_every_backend"
 
 
 def one_backend_tests(project: Path) -> dict[str, str]:
-    """{"tests/FILE::TEST": the test's source and that of the fixtures of its file it takes} of
-    the tests marked `same_for_every_backend` (sources with their decorators, as the mutants
-    find functions: mutants_framework.definitions)."""
+    """{"tests/FILE::TEST[PARAMETER]": its source} of the tests marked `same_for_every_backend`, as
+    pytest collects them in the project (the mark on a test function or on one of its parameters).
+    The source is the test's (decorators included, as the mutants find functions:
+    mutants_framework.definitions), that of the fixtures of its file it takes and, for a parameter
+    marked on its own, the call outside functions that defines it by its id (`Case("train.sh: ...",
+    ...)` in a list of cases) with the functions of the file that call names."""
+    collected = SERVER.run(
+        project,
+        ["-q", "-p", "no:cacheprovider", "--collect-only", "-m", ONE_BACKEND, "tests"],
+        dict(os.environ, PYTHONPATH=str(project / "src")),
+        timeout=300,
+    )
+    assert collected.returncode == 0, f"{project}: the tests do not collect:\n{collected.stdout[-3000:]}"
     found = {}
-    for path in sorted((project / "tests").glob("test_*.py")):
+    for node in (line for line in collected.stdout.splitlines() if line.startswith("tests/test_")):
+        file, _, test = node.partition("::")
+        name, _, parameter = test.removesuffix("]").partition("[")
+        path = project / file
         text = path.read_text()
         spans = definitions(path, text)
         sources = {name: text[spans[name][0].start : spans[name][0].end] for name in spans if "." not in name}
-        for node in ast.parse(text).body:
-            if isinstance(node, ast.FunctionDef) and any(
-                ast.unparse(d).endswith(f"mark.{ONE_BACKEND}") for d in node.decorator_list
-            ):
-                taken = [a.arg for a in node.args.args if a.arg in sources]
-                found[f"tests/{path.name}::{node.name}"] = "".join(sources[name] for name in [node.name, *taken])
+        tree = ast.parse(text)
+        function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+        parts = [name, *(a.arg for a in function.args.args if a.arg in sources)]
+        source = "".join(sources[part] for part in parts)
+        made = [statement for statement in tree.body if not isinstance(statement, ast.FunctionDef | ast.ClassDef)]
+        for call in (n for statement in made for n in ast.walk(statement)):  # Case("id", ...), pytest.param(x, id="id")
+            if isinstance(call, ast.Call) and parameter and parameter in defining_ids(call):
+                named = {n.id for n in ast.walk(call) if isinstance(n, ast.Name) and n.id in sources}
+                source += ast.get_source_segment(text, call) + "".join(sources[n] for n in sorted(named))
+        found[node] = source
     return found
+
+
+def defining_ids(call: ast.Call) -> set[str]:
+    """The ids a call may give a test parameter: its first argument or its `id=`, when a string."""
+    candidates = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "id")]
+    return {c.value for c in candidates if isinstance(c, ast.Constant) and isinstance(c.value, str)}
 
 
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
@@ -205,3 +231,19 @@ def test_tests_run_in_one_backend_are_rendered_alike(rendered) -> None:
                 f"{backend}: {name} (or a fixture of its file it takes) renders differently from {DEFAULT_BACKEND}'s, "
                 f"yet runs only in {DEFAULT_BACKEND}'s project: drop its `{ONE_BACKEND}` mark"
             )
+
+
+def test_a_marked_parameter_is_compared_by_the_call_that_makes_it(rendered, tmp_path: Path) -> None:
+    """The other side of the check above: a case of test_bad_inputs marked on its own (not its test
+    function) that renders otherwise in one backend is seen, and only that case."""
+    project = rendered(DEFAULT_BACKEND, DEFAULT_SAMPLER[DEFAULT_BACKEND])
+    expected = one_backend_tests(project)
+    node = "tests/test_bad_inputs.py::test_a_bad_input_ends_with_one_error_line_and_leaves_nothing_behind[train.sh: NPROC=0]"
+    assert node in expected, f"{node} is not marked {ONE_BACKEND}: {sorted(expected)}"
+    changed = Path(shutil.copytree(project, tmp_path / "project"))
+    cases = changed / "tests" / "test_bad_inputs.py"
+    text = cases.read_text()
+    assert text.count('("NPROC=0", "1 or more")') == 1, "the case's words changed: update this test"
+    cases.write_text(text.replace('("NPROC=0", "1 or more")', '("NPROC=0", "one or more")'))
+    found = one_backend_tests(changed)
+    assert [name for name in expected if found.get(name) != expected[name]] == [node]
