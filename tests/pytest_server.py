@@ -97,6 +97,7 @@ class PytestServer:
 
     def __init__(self) -> None:
         self.process: subprocess.Popen | None = None
+        self.pending = b""  # what the server wrote past the last line read
 
     def start(self) -> subprocess.Popen:
         if self.process is None or self.process.poll() is not None:
@@ -104,20 +105,35 @@ class PytestServer:
                 [sys.executable, "-c", SERVER, json.dumps(PRELOAD)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                text=True,
                 start_new_session=True,  # a Ctrl-C of the test run is the test's to handle, not the server's
             )
-            self.reply(self.process, timeout=300)  # "ready"
+            self.pending = b""
+            self.reply(timeout=300)  # "ready"
         return self.process
 
-    @staticmethod
-    def reply(process: subprocess.Popen, timeout: float) -> str:
-        ready, _, _ = select.select([process.stdout], [], [], timeout)
-        line = process.stdout.readline() if ready else ""
-        if not line:
-            process.kill()
-            raise RuntimeError(f"the pytest server gave no reply within {timeout:.0f} s (exit code {process.poll()})")
-        return line
+    def reply(self, timeout: float) -> str | None:
+        """The server's next line, or None when none came within `timeout` s. Read from the pipe
+        itself, not through a buffered file: a line already in a buffer is one select() cannot see."""
+        deadline = time.monotonic() + timeout
+        descriptor = self.process.stdout.fileno()
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([descriptor], [], [], left)[0]:
+                return None
+            chunk = os.read(descriptor, 4096)
+            if not chunk:
+                self.process.kill()
+                raise RuntimeError(f"the pytest server ended (exit code {self.process.wait()})")
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode()
+
+    def answer(self, timeout: float) -> dict:
+        line = self.reply(timeout)
+        if line is None:
+            self.process.kill()
+            raise RuntimeError(f"the pytest server gave no answer within {timeout:.0f} s")
+        return json.loads(line)
 
     def run(self, cwd: Path, args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
         """`python -m pytest ARGS` in cwd with env; stdout holds its output (stdout and stderr)."""
@@ -125,23 +141,22 @@ class PytestServer:
         handle, name = tempfile.mkstemp(prefix="pytest-server-", suffix=".out")
         os.close(handle)
         out = Path(name)
-        process.stdin.write(json.dumps({"cwd": str(cwd), "args": [*QUIET, *args], "env": env, "out": str(out)}) + "\n")
+        request = {"cwd": str(cwd), "args": [*QUIET, *args], "env": env, "out": str(out)}
+        process.stdin.write(json.dumps(request).encode() + b"\n")
         process.stdin.flush()
-        pid = json.loads(self.reply(process, timeout=60))["pid"]
-        deadline = time.monotonic() + timeout
-        ready, _, _ = select.select([process.stdout], [], [], timeout)
-        if not ready:  # hung: kill the run and everything it started, then take the server's reply
+        pid = self.answer(timeout=60)["pid"]
+        line = self.reply(timeout)
+        if line is None:  # hung: kill the run and everything it started, then take the server's answer
             os.killpg(pid, signal.SIGKILL)
-            self.reply(process, timeout=60)
+            self.answer(timeout=60)
             output = out.read_text(errors="replace")
             out.unlink()
             raise subprocess.TimeoutExpired(["pytest", *args], timeout, output=output)
-        status = json.loads(self.reply(process, timeout=max(1.0, deadline - time.monotonic())))["status"]
         try:  # whatever the run's subprocesses left running stops with it
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        code = os.waitstatus_to_exitcode(status)
+        code = os.waitstatus_to_exitcode(json.loads(line)["status"])
         output = out.read_text(errors="replace")
         out.unlink()
         return subprocess.CompletedProcess(["pytest", *args], code, stdout=output, stderr="")
