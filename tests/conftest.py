@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -98,13 +97,6 @@ def run_in(project: Path, *command: str, timeout: float = 900) -> subprocess.Com
     """Run a command in a rendered project with this interpreter's environment (one shared venv)."""
     env = dict(os.environ, PYTHONPATH=str(project / "src"), PYTHONUNBUFFERED="1")
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-# A default sampler's whole suite runs in one process: 245-558 s in fresh-clone .ci/run runs on
-# 2 cores with two suites at once (the README's figures), up to 1011 s on a slower day: the bound
-# on a hung one leaves 1.8x over the slowest seen.
-def run_pytest(project: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return run_in(project, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, timeout=timeout)
 
 
 KILLED: list[tuple[str, str, str, str]] = []  # (backend, sampler, mutant, killing test)

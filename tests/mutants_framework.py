@@ -16,16 +16,14 @@ The mutants themselves are listed in tests/mutants.py and tests/mutants_*.py (MU
 from __future__ import annotations
 
 import ast
-import atexit
 import functools
 import glob
 import importlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_server import PytestServer
+from pytest_server import run_pytest
 from variants import MAP_STYLE_BACKENDS, MAP_STYLE_SAMPLERS
 
 TESTS = Path(__file__).resolve().parent
@@ -155,10 +153,6 @@ def first_failure(output: str) -> str:
     return found.group(1) if found else "?"
 
 
-SERVER = PytestServer()  # one per test process: it imports torch and the rest once for all mutants
-atexit.register(SERVER.stop)
-
-
 def killed_by(project: Path, package: str, mutant: Mutant, tests: list[str], timeout: float = 600) -> str:
     """Apply the mutant to the project, run `tests` there (stopping at the first failure) and
     return the test that failed first; raises Survived when the tests do not fail. The run is
@@ -170,10 +164,8 @@ def killed_by(project: Path, package: str, mutant: Mutant, tests: list[str], tim
     error, 5 nothing collected) would count a broken run as a kill, so it is a survival.
     """
     mutate(project / "src" / package, mutant)  # MutantError before any test runs
-    env = dict(os.environ, PYTHONPATH=str(project / "src"), PYTHONUNBUFFERED="1")
-    args = ["-q", "-p", "no:cacheprovider", "-x", "--tb=short", "-rfE", *tests]
     try:
-        result = SERVER.run(project, args, env, timeout=timeout)
+        result = run_pytest(project, "-x", "--tb=short", "-rfE", *tests, timeout=timeout, forked=True)
     finally:
         for pattern in mutant.leaves:
             for left in glob.glob(pattern):

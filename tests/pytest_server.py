@@ -15,6 +15,7 @@ imported by the fork alone, so one mutant's edits never reach another's run.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -51,7 +52,7 @@ PRELOAD = (
 # the project's is affected.
 QUIET = ["-W", "ignore:Module already imported so cannot be rewritten; anyio:pytest.PytestAssertRewriteWarning"]
 
-SERVER = r"""
+SCRIPT = r"""
 import importlib, json, os, sys
 for name in json.loads(sys.argv[1]):
     try:
@@ -106,7 +107,7 @@ class PytestServer:
     def start(self) -> subprocess.Popen:
         if self.process is None or self.process.poll() is not None:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", SERVER, json.dumps(PRELOAD)],
+                [sys.executable, "-c", SCRIPT, json.dumps(PRELOAD)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 start_new_session=True,  # a Ctrl-C of the test run is the test's to handle, not the server's
@@ -169,3 +170,22 @@ class PytestServer:
         if self.process is not None and self.process.poll() is None:
             self.process.stdin.close()
             self.process.wait(timeout=60)
+
+
+SERVER = PytestServer()  # one per test process, started by its first forked run
+atexit.register(SERVER.stop)
+
+
+# A default sampler's whole suite runs in one process: 245-558 s in fresh-clone .ci/run runs on
+# 2 cores with two suites at once (the README's figures), up to 1011 s on a slower day: the bound
+# on a hung one leaves 1.8x over the slowest seen.
+def run_pytest(project: Path, *args: str, timeout: float = 1800, forked: bool = False) -> subprocess.CompletedProcess:
+    """`cd PROJECT && PYTHONPATH=src python -m pytest -q -p no:cacheprovider ARGS` with this
+    interpreter's environment (one shared venv); stdout holds the output. forked: the run is a fork
+    of SERVER (its libraries imported already) rather than a fresh interpreter."""
+    env = dict(os.environ, PYTHONPATH=str(project / "src"), PYTHONUNBUFFERED="1")
+    args = ("-q", "-p", "no:cacheprovider", *args)
+    if forked:
+        return SERVER.run(project, list(args), env, timeout=timeout)
+    command = [sys.executable, "-m", "pytest", *args]
+    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import ast
-import os
 import re
 import shutil
 from pathlib import Path
 
 import jinja2
 import pytest
-from conftest import PACKAGE, ROOT, run_pytest
-from mutants_framework import SERVER, definitions
+from conftest import PACKAGE, ROOT
+from mutants_framework import definitions
+from pytest_server import run_pytest
 from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER
 
 TEMPLATE = ROOT / "template"
@@ -139,31 +139,30 @@ def one_backend_tests(project: Path) -> dict[str, str]:
     mutants_framework.definitions), that of the fixtures of its file it takes and, for a parameter
     marked on its own, the call outside functions that defines it by its id (`Case("train.sh: ...",
     ...)` in a list of cases) with the functions of the file that call names."""
-    collected = SERVER.run(
-        project,
-        ["-q", "-p", "no:cacheprovider", "--collect-only", "-m", ONE_BACKEND, "tests"],
-        dict(os.environ, PYTHONPATH=str(project / "src")),
-        timeout=300,
-    )
+    collected = run_pytest(project, "--collect-only", "-m", ONE_BACKEND, "tests", timeout=300, forked=True)
     assert collected.returncode == 0, f"{project}: the tests do not collect:\n{collected.stdout[-3000:]}"
-    found = {}
+    nodes: dict[str, list[str]] = {}
     for node in (line for line in collected.stdout.splitlines() if line.startswith("tests/test_")):
-        file, _, test = node.partition("::")
-        name, _, parameter = test.removesuffix("]").partition("[")
+        nodes.setdefault(node.partition("::")[0], []).append(node)
+    found = {}
+    for file, marked in nodes.items():  # each file read and parsed once
         path = project / file
         text = path.read_text()
         spans = definitions(path, text)
         sources = {name: text[spans[name][0].start : spans[name][0].end] for name in spans if "." not in name}
         tree = ast.parse(text)
-        function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-        parts = [name, *(a.arg for a in function.args.args if a.arg in sources)]
-        source = "".join(sources[part] for part in parts)
+        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         made = [statement for statement in tree.body if not isinstance(statement, ast.FunctionDef | ast.ClassDef)]
-        for call in (n for statement in made for n in ast.walk(statement)):  # Case("id", ...), pytest.param(x, id="id")
-            if isinstance(call, ast.Call) and parameter and parameter in defining_ids(call):
-                named = {n.id for n in ast.walk(call) if isinstance(n, ast.Name) and n.id in sources}
-                source += ast.get_source_segment(text, call) + "".join(sources[n] for n in sorted(named))
-        found[node] = source
+        calls = [n for statement in made for n in ast.walk(statement) if isinstance(n, ast.Call)]
+        for node in marked:
+            name, _, parameter = node.partition("::")[2].removesuffix("]").partition("[")
+            parts = [name, *(a.arg for a in functions[name].args.args if a.arg in sources)]
+            source = "".join(sources[part] for part in parts)
+            for call in calls:  # Case("id", ...), pytest.param(x, id="id")
+                if parameter and parameter in defining_ids(call):
+                    named = {n.id for n in ast.walk(call) if isinstance(n, ast.Name) and n.id in sources}
+                    source += ast.get_source_segment(text, call) + "".join(sources[n] for n in sorted(named))
+            found[node] = source
     return found
 
 
