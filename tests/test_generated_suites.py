@@ -176,10 +176,10 @@ def defining_ids(call: ast.Call) -> set[str]:
 def test_rendered_project_passes_its_own_tests(rendered, backend: str, sampler: str) -> None:
     project = rendered(backend, sampler)
     if DEFAULT_SAMPLER[backend] == sampler:
-        result = run_pytest(project, *([] if backend == DEFAULT_BACKEND else ["-m", f"not {ONE_BACKEND}"]))
+        result = run_pytest(project, *([] if backend == DEFAULT_BACKEND else ["-m", f"not {ONE_BACKEND}"]), forked=True)
     else:
         once = sampler_independent_tests(project, sampler_independent_files(backend))
-        result = run_pytest(project, "-m", "not processes", *(f"--ignore={path}" for path in once))
+        result = run_pytest(project, "-m", "not processes", *(f"--ignore={path}" for path in once), forked=True)
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     assert result.returncode == 0, (
         f"{backend}/{sampler}: the generated tests fail:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
