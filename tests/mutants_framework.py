@@ -165,7 +165,7 @@ def killed_by(project: Path, package: str, mutant: Mutant, tests: list[str], tim
     """
     mutate(project / "src" / package, mutant)  # MutantError before any test runs
     try:
-        result = run_pytest(project, "-x", "--tb=short", "-rfE", *tests, timeout=timeout, forked=True)
+        result = run_pytest(project, "-x", "--tb=short", "-rfE", *tests, timeout=timeout)
     finally:
         for pattern in mutant.leaves:
             for left in glob.glob(pattern):

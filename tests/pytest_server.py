@@ -179,13 +179,9 @@ atexit.register(SERVER.stop)
 # A default sampler's whole suite runs in one process: 245-558 s in fresh-clone .ci/run runs on
 # 2 cores with two suites at once (the README's figures), up to 1011 s on a slower day: the bound
 # on a hung one leaves 1.8x over the slowest seen.
-def run_pytest(project: Path, *args: str, timeout: float = 1800, forked: bool = False) -> subprocess.CompletedProcess:
+def run_pytest(project: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     """`cd PROJECT && PYTHONPATH=src python -m pytest -q -p no:cacheprovider ARGS` with this
-    interpreter's environment (one shared venv); stdout holds the output. forked: the run is a fork
-    of SERVER (its libraries imported already) rather than a fresh interpreter."""
+    interpreter's environment (one shared venv), run as a fork of SERVER (its libraries imported
+    already); stdout holds the output, stderr included."""
     env = dict(os.environ, PYTHONPATH=str(project / "src"), PYTHONUNBUFFERED="1")
-    args = ("-q", "-p", "no:cacheprovider", *args)
-    if forked:
-        return SERVER.run(project, list(args), env, timeout=timeout)
-    command = [sys.executable, "-m", "pytest", *args]
-    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+    return SERVER.run(project, ["-q", "-p", "no:cacheprovider", *args], env, timeout=timeout)
