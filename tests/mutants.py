@@ -14,6 +14,9 @@ from mutants_framework import Mutant
 from variants import SHUFFLING_SAMPLERS as SHUFFLING
 
 WEBDATASET_ONLY = {"backends": ("webdataset",), "samplers": ("shard_buffer",)}
+# The mistakes of a rank's share of the plan (RankLoader.plan, rank_plan) are seen by what the
+# loader delivers: test_loader first, not after the whole of test_epoch_plan (its killer each time).
+LOADER_KILLS = "tests/test_loader.py"
 
 MUTANTS = [
     # 1. The epoch is not passed to the sampler: the forgotten set_epoch.
@@ -22,6 +25,7 @@ MUTANTS = [
         "the epoch is not passed to the sampler (same order every epoch)",
         "RankLoader.plan",
         (("rank_plan(self.seed, epoch, sizes, self.rank, done)", "rank_plan(self.seed, 0, sizes, self.rank, done)"),),
+        first_test=LOADER_KILLS,
     ),
     Mutant(
         "epoch-not-passed",
@@ -46,6 +50,7 @@ MUTANTS = [
                 "return epoch_plan(seed, epoch, sizes, done)[0]",
             ),
         ),
+        first_test=LOADER_KILLS,
     ),
     Mutant(
         "no-rank-split",
@@ -66,6 +71,7 @@ MUTANTS = [
             ),
         ),
         samplers=SHUFFLING,
+        first_test=LOADER_KILLS,
     ),
     Mutant(
         "seed-per-rank",

@@ -20,11 +20,15 @@ TEMPLATE = ROOT / "template"
 # sampler-dependent when its path or its Jinja uses the `sampler` answer (copier's answers file
 # records every answer). Every other file is the same for every sampler of a backend, which
 # test_sampler_independent_files_are_rendered_alike checks, so no sampler's project carries code
-# that went untested. A test file runs once per backend (in its default sampler's project) when
-# neither it nor any module of the package it imports, directly or through other modules,
-# depends on the sampler. The other samplers' projects also leave out the tests that launch
-# processes (train.sh, torchrun): what a sampler changes is the epoch plan, and their own
-# test_loader shows that real DataLoader workers deliver exactly that plan.
+# that went untested. What a sampler changes is the epoch's order: the modules whose text uses
+# the answer (data/sampling.py, the audit that reports the order) and those that import one of
+# them (data/plan.py: each rank's share of that order). A test file runs again in every
+# sampler's project when it imports or names one of those; a file that reaches them only
+# through the loader (prep, decoding, bad data, text, the bench's rows) reads samples without
+# checking their order, and runs once per backend, in its default sampler's project: that the
+# loader's DataLoader workers deliver exactly the plan, whatever the sampler, is test_loader's
+# own subject, and it runs for every sampler. The other samplers' projects also leave out the
+# tests that launch processes (train.sh, torchrun).
 JINJA_TAG = re.compile(r"{{.*?}}|{%.*?%}", re.DOTALL)
 SAMPLER = re.compile(r"\bsampler\b")
 ANSWERS_FILE = "{{_copier_conf.answers_file}}.jinja"
@@ -104,17 +108,14 @@ def named_modules(path: Path, package: Path, modules: set[str]) -> set[str]:
 
 
 def sampler_independent_tests(project: Path, independent: list[str]) -> list[str]:
-    """The test files of a project that neither depend on the sampler nor import or name a module that does."""
+    """The test files of a project that neither depend on the sampler nor import or name a module
+    that makes or reads the epoch's order: one whose text depends on the sampler, or one that
+    imports such a module (the loader, which imports the plan, is not one: see above)."""
     package = project / "src" / PACKAGE
     modules = package_modules(package)
     names = set(modules)
-    dependent = {name for name, path in modules.items() if str(path.relative_to(project)) not in independent}
-    changed = True
-    while changed:  # a module importing a sampler-dependent module depends on the sampler too
-        grown = dependent | {
-            name for name, path in modules.items() if package_imports(path, package, names) & dependent
-        }
-        changed, dependent = grown != dependent, grown
+    direct = {name for name, path in modules.items() if str(path.relative_to(project)) not in independent}
+    dependent = direct | {name for name, path in modules.items() if package_imports(path, package, names) & direct}
     return sorted(
         path
         for path in independent
@@ -206,9 +207,11 @@ def test_the_sampler_split_is_read_from_the_template(rendered) -> None:
     assert len(texts) == 2, "sampling.py is the same for two samplers: the split cannot be seen in it"
     project = rendered(backend, DEFAULT_SAMPLER[backend])
     once = sampler_independent_tests(project, sampler_independent_files(backend))
-    assert "tests/test_ledger.py" in once, f"test_ledger (ledger.py only) runs for every sampler: {once}"
-    for name in ("test_epoch_plan.py", "test_loader.py", "test_order_across_processes.py", "test_prep.py"):
-        assert f"tests/{name}" not in once, f"{name} names a module that depends on the sampler, yet runs once: {once}"
+    for name in ("test_ledger.py", "test_prep.py", "test_decode.py"):  # ledger.py only; the loader reads prep's output
+        assert f"tests/{name}" in once, f"{name} runs for every sampler, yet checks no order: {once}"
+    for name in ("test_epoch_plan.py", "test_loader.py", "test_order_across_processes.py", "test_audit.py"):
+        # sampling, the plan and the loader, the order in fresh interpreters, the audit of the order
+        assert f"tests/{name}" not in once, f"{name} names a module that makes the order, yet runs once: {once}"
 
 
 def test_tests_run_in_one_backend_are_rendered_alike(rendered) -> None:
