@@ -44,6 +44,16 @@ MUTANTS = [
         only_test="tests/test_multinode.py::test_two_nodes_with_one_node_rank_or_different_nproc_are_refused_on_every_node",
     ),
     Mutant(
+        "tmpdir-length-unchecked",
+        "a TMPDIR too long for the DataLoader workers' sockets is not refused: every worker fails and the ranks hang",
+        function="start",
+        edits=(("    too_long = temporary_too_long(Path(tempfile.gettempdir()))\n", "    too_long = None\n"),),
+        backends=("memory",),
+        samplers=("global",),
+        only_test="tests/test_bad_inputs.py::test_a_bad_input_ends_with_one_error_line_and_leaves_nothing_behind"
+        "[train.sh: a TMPDIR too long for the workers' sockets]",
+    ),
+    Mutant(
         "bad-input-restarted",
         "a rank's bad input (a checkpoint of another model) is restarted like a crash",
         function="report_restarts",

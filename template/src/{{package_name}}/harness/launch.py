@@ -28,8 +28,10 @@ What changes is what the user reads:
   before any rank starts until it ends, across every restart; a second train.sh on the folder
   is refused in one line naming the run that holds it.
 - Nothing left behind: the launcher's scratch folder in TMPDIR (`<package>-launch-<host>-<pid>-*`:
-  the ranks' error lines and temporary files, torchrun's logs) is removed once every process
-  the ranks started is gone, and the next start removes those of launchers that died (kill -9).
+  the ranks' error lines, torchrun's logs, and a link to the ranks' own TMPDIR beside it) is
+  removed once every process the ranks started is gone, and the next start removes those of
+  launchers that died (kill -9).
+- A TMPDIR too long for the DataLoader workers' sockets is refused in one line before anything starts.
 """
 
 from __future__ import annotations
@@ -161,6 +163,45 @@ def scratch_prefix() -> str:
     return f"{PACKAGE}-launch-{socket.gethostname()}-"
 
 
+# A DataLoader worker hands each batch to its rank through a Unix socket that multiprocessing
+# makes in the rank's TMPDIR ($TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX: 32 characters more), and a
+# socket's path holds at most 107 characters (108 bytes with its NUL, on Linux): past that, every
+# worker fails with "AF_UNIX path too long" and the ranks wait for batches that never come. The
+# ranks' TMPDIR is therefore a folder of its own directly in TMPDIR, named as briefly as
+# tempfile names one (tmpXXXXXXXX), not a folder inside the scratch folder, whose name holds the
+# package, the host and the pid.
+SOCKET_PATH_MAX, BELOW_RANKS_TMPDIR = 107, 32
+RANKS_TMPDIR_NAME = len("/tmpXXXXXXXX")
+TMPDIR_MAX = SOCKET_PATH_MAX - BELOW_RANKS_TMPDIR - RANKS_TMPDIR_NAME  # 63
+
+
+def temporary_too_long(temporary: Path) -> str | None:
+    """One error line when the ranks' sockets in `temporary` would exceed a socket path's length."""
+    if len(str(temporary)) <= TMPDIR_MAX:
+        return None
+    return (
+        f"error: TMPDIR={temporary} is {len(str(temporary))} characters long: the DataLoader workers' sockets below "
+        f"it would exceed the {SOCKET_PATH_MAX} characters of a socket path: set TMPDIR to a folder of at most "
+        f"{TMPDIR_MAX} characters (e.g. /tmp)"
+    )
+
+
+def ranks_temporary(scratch: Path, temporary: Path) -> Path:
+    """The ranks' TMPDIR: a new folder directly in `temporary`, linked from the scratch folder
+    (scratch/tmp), which removes it with the rest (remove_scratch)."""
+    folder = Path(tempfile.mkdtemp(dir=temporary))
+    (scratch / "tmp").symlink_to(folder)
+    return folder
+
+
+def remove_scratch(scratch: Path) -> None:
+    """A launcher's scratch folder and the ranks' TMPDIR it links to."""
+    link = scratch / "tmp"
+    if link.is_symlink():
+        shutil.rmtree(os.readlink(link), ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
 def remove_dead_scratch(temporary: Path) -> None:
     """Remove the scratch folders that launchers of this host, now dead (kill -9), left in `temporary`."""
     from .run_folder import process_alive
@@ -168,7 +209,7 @@ def remove_dead_scratch(temporary: Path) -> None:
     for stale in temporary.glob(scratch_prefix() + "*"):
         pid = stale.name[len(scratch_prefix()) :].split("-")[0]
         if pid.isdigit() and not process_alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_scratch(stale)
 
 
 def processes_in_groups(groups: set[int]) -> list[int]:
@@ -352,6 +393,10 @@ def start(argv: list[str]) -> int:
         print(usage(), file=sys.stderr)
         return 2
     layout, training_options = parsed
+    too_long = temporary_too_long(Path(tempfile.gettempdir()))
+    if too_long:
+        print(too_long, file=sys.stderr)
+        return 2
     # torch's C++ log in this process: a store client that cannot reach node 0 logs each retry
     # with a stack trace before the one line below says so. Read once, as torch loads (the
     # preflight imports it); the ranks get the user's setting back.
@@ -429,10 +474,8 @@ def launch(layout: Layout, training_options: list[str], cpp_log_level: str | Non
     # The ranks' temporary folder, removed with the rest. When one rank fails, torchrun ends the
     # others with SIGTERM to their whole process group, DataLoader workers included, and a worker
     # killed that way leaves behind what multiprocessing made for it there (pymp-*: the socket
-    # that passes tensors to its rank).
-    rank_tmp = scratch / "tmp"
-    rank_tmp.mkdir()
-    os.environ["TMPDIR"] = str(rank_tmp)
+    # that passes tensors to its rank). Its path is short: SOCKET_PATH_MAX.
+    os.environ["TMPDIR"] = str(ranks_temporary(scratch, temporary))
     # torchrun's own default for several ranks per node, set here so that it does not warn about
     # it on every launch; export OMP_NUM_THREADS to give each rank more threads.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -464,7 +507,7 @@ def launch(layout: Layout, training_options: list[str], cpp_log_level: str | Non
         # (multiprocessing's pymp-*), which fails with a traceback if the folder is gone. Workers
         # that outlive the wait leave the folder to the next start (remove_dead_scratch).
         if wait_for_groups(RANK_GROUPS):
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_scratch(scratch)
 
 
 if __name__ == "__main__":
