@@ -109,6 +109,15 @@ MUTANTS = [
         only_test="tests/test_bench_rows.py",
     ),
     Mutant(
+        "bench-leaves-torchrun-logs",
+        "the bench's memory-per-node ranks run without a log folder of their own: torchrun leaves a "
+        "torchelastic_* folder in TMPDIR after every measurement",
+        function="node_pss",
+        edits=(('        "--log-dir", str(signals / "torchrun"),\n', ""),),
+        **MEMORY_ONLY,
+        only_test="tests/test_bench.py::test_a_run_measures_memory_per_node_with_real_ranks_and_leaves_none_behind",
+    ),
+    Mutant(
         "hf-name-not-in-cache",
         "prep hf looks a name up nowhere: a data set in the local Hugging Face cache is refused as a missing folder",
         function="hf_sources.locate",
