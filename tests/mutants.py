@@ -494,7 +494,7 @@ MUTANTS += [
         (("            done = start.done if epoch == start.epoch else ()", "            done = ()"),),
         backends=("files",),  # train.py's loop is the same for every backend
         samplers=("global",),
-        only_test="tests/test_resume.py",
+        only_test="tests/test_resume.py::test_a_stopped_run_resumed_writes_the_ledger_and_weights_of_an_uninterrupted_run",
     ),
     Mutant(
         "resume-forgets-rng",

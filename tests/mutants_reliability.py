@@ -6,7 +6,77 @@ from __future__ import annotations
 
 from mutants_framework import Mutant
 
+FORKED = "tests/test_launch.py::test_a_rank_forked_from_the_launcher_starts_as_a_new_interpreter_would"
+LAUNCH_ONLY = {"backends": ("memory",), "samplers": ("global",)}  # launch.py is the same for every backend
+
 MUTANTS = [
+    # Ranks forked from the launcher (no CUDA): each must start as torchrun's new interpreter would.
+    Mutant(
+        "forked-rank-holds-the-lock",
+        "a forked rank keeps the launcher's run-folder lock open: a killed launcher's run stays locked "
+        "until its ranks and their workers are gone",
+        function="as_new_interpreter",
+        edits=(("        os.close(descriptor)\n", "        pass\n"),),
+        **LAUNCH_ONLY,
+        only_test=FORKED,
+    ),
+    Mutant(
+        "forked-rank-in-launchers-group",
+        "a forked rank stays in the launcher's process group: torchrun cannot stop it with its workers",
+        function="as_new_interpreter",
+        edits=(("    os.setsid()", "    pass"),),
+        **LAUNCH_ONLY,
+        only_test=FORKED,
+    ),
+    Mutant(
+        "forked-rank-keeps-launchers-handlers",
+        "a forked rank keeps the signal handlers of the launcher (torchrun's), not a new interpreter's",
+        function="as_new_interpreter",
+        edits=(("        signal.signal(number, handler)\n", "        pass\n"),),
+        **LAUNCH_ONLY,
+        only_test=FORKED,
+    ),
+    Mutant(
+        "forked-rank-keeps-launchers-tmpdir",
+        "a forked rank keeps the TMPDIR tempfile read in the launcher: its workers' sockets land outside "
+        "the ranks' folder, which is removed after them",
+        function="as_new_interpreter",
+        edits=(("    tempfile.tempdir = None", "    pass"),),
+        **LAUNCH_ONLY,
+        only_test=FORKED,
+    ),
+    Mutant(
+        "forked-ranks-share-numpy-state",
+        "forked ranks draw from a copy of the launcher's numpy random state: every rank draws the same",
+        function="as_new_interpreter",
+        edits=(("    np.random.seed()", "    pass"),),
+        **LAUNCH_ONLY,
+        only_test=FORKED,
+    ),
+    Mutant(
+        "forked-rank-held-before-its-group",
+        "the launcher holds a forked rank before the rank leads its own process group: a Ctrl-C while "
+        "the ranks start makes torchrun signal a group that does not exist yet, and the launcher fails "
+        "with a traceback",
+        function="fork_as_rank",
+        edits=(("        os.read(grouped_read, 1)", "        pass"),),
+        **LAUNCH_ONLY,
+        only_test=FORKED,
+    ),
+    Mutant(
+        "signals-come-while-forking",
+        "signals are not held while the launcher forks a rank: a Ctrl-C handled in os.fork's callbacks "
+        "is dropped, the ranks train on and the launcher hangs on logging's lock",
+        function="HeldSignals.__init__",
+        edits=(
+            (
+                "            signal.signal(number, lambda number, frame: self.came.append(number))\n",
+                "            pass\n",
+            ),
+        ),
+        **LAUNCH_ONLY,
+        only_test="tests/test_launch.py::test_a_signal_that_comes_while_the_launcher_forks_a_rank_stops_the_launcher_and_the_rank",
+    ),
     Mutant(
         "lock-ignored",
         "a second train.sh on one run folder is not refused: two runs write one folder",

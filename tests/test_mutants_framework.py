@@ -120,6 +120,25 @@ def test_a_mutant_the_tests_do_not_see_survives(tmp_path: Path) -> None:
         killed_by(root, "tiny", unseen, ["tests"], timeout=120)
 
 
+def test_runs_are_made_in_turn_until_one_fails_and_one_that_selects_nothing_counts_for_nothing(
+    tmp_path: Path,
+) -> None:
+    def with_another_test(where: Path) -> Path:
+        root = project(where)
+        (root / "tests" / "test_other.py").write_text("def test_something_else():\n    assert True\n")
+        return root
+
+    first, second = ["tests/test_other.py"], ["tests/test_order.py"]
+    assert killed_by(with_another_test(tmp_path / "a"), "tiny", EPOCH_IGNORED, first, second, timeout=120).endswith(
+        "test_order.py::test_the_order_changes_with_the_epoch"
+    ), "the second run, which fails, did not kill the mutant"
+    nothing = ["-m", "no_such_mark", "tests"]
+    with pytest.raises(Survived, match=r"SURVIVED \(pytest exit code 5, 0, 1 = tests failed\)"):
+        killed_by(with_another_test(tmp_path / "b"), "tiny", EPOCH_IGNORED, nothing, first, timeout=120)
+    with pytest.raises(Survived, match=r"SURVIVED \(pytest exit code 5, 1 = tests failed\)"):
+        killed_by(with_another_test(tmp_path / "c"), "tiny", EPOCH_IGNORED, nothing, timeout=120)
+
+
 def test_each_run_imports_its_own_project_not_the_last_ones(tmp_path: Path) -> None:
     """The runs are forks of one server (tests/pytest_server.py): a mutated package imported by
     one run must not be what the next run of another project sees."""

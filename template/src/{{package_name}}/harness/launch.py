@@ -32,6 +32,14 @@ What changes is what the user reads:
   removed once every process the ranks started is gone, and the next start removes those of
   launchers that died (kill -9).
 - A TMPDIR too long for the DataLoader workers' sockets is refused in one line before anything starts.
+- Without CUDA, each rank is forked from this launcher, which has imported torch and the project
+  already, instead of a new interpreter that imports them again (seconds of CPU a rank, at every
+  start and restart); it is then what torchrun's own start gives: the leader of its own process
+  group, the rank's environment, a new interpreter's signal handlers, unbuffered output
+  (fork_ranks). With CUDA, ranks are new interpreters, as torchrun starts them: a process forked
+  from one that has used CUDA cannot use it, and nothing here can promise the launcher never did.
+  A forked rank keeps the launcher's torch C++ log level: on several nodes, where the launcher
+  quiets it unless TORCH_CPP_LOG_LEVEL is set (start), its CPU ranks are quiet too.
 """
 
 from __future__ import annotations
@@ -45,11 +53,18 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .arrivals import Arrivals
 from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT, PACKAGE, DataError, Stopped, stop_with_one_line
+
+# A new interpreter's handlers of the signals that this launcher (and torchrun in it) handles itself,
+# taken before either installs its own: a rank forked from it starts with these (fork_ranks).
+FRESH_HANDLERS = {
+    number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+}
 
 
 @dataclass(frozen=True)
@@ -329,6 +344,179 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
     api.LocalElasticAgent = ReportingAgent  # launch_agent() makes its agent from this name
 
 
+class ForkedRank:
+    """A rank forked from this launcher, held as subprocess.Popen holds a process it started: what
+    torchrun's SubprocessHandler uses of one (pid, poll, wait)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.returncode = pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.returncode = os.waitstatus_to_exitcode(status)  # -N: killed by signal N, as Popen says
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                import subprocess
+
+                raise subprocess.TimeoutExpired(f"rank process {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+
+PR_SET_NAME = 15  # Linux's prctl option that names the calling process (/proc/PID/comm, ps, top)
+
+
+def as_new_interpreter(env: dict[str, str], launchers_own: tuple[int, ...]) -> None:
+    """In a process just forked from this launcher: what a rank that torchrun starts as `python -u
+    -m PACKAGE.train` has and the fork would not. `env`: the rank's whole environment (this
+    launcher's and RANK, WORLD_SIZE, ...); `launchers_own`: file descriptors that stay the
+    launcher's alone (the run folder's lock: a rank that held it too would keep a killed launcher's
+    run locked until the rank and its DataLoader workers are gone)."""
+    import ctypes
+    import io
+
+    import numpy as np
+    import torch
+
+    for descriptor in launchers_own:
+        os.close(descriptor)
+    os.setsid()  # the leader of its own process group: torchrun stops a rank with its workers by group
+    for number, handler in FRESH_HANDLERS.items():
+        signal.signal(number, handler)
+    os.environ.clear()
+    os.environ.update(env)
+    tempfile.tempdir = None  # found again from TMPDIR, the ranks' own (tempfile kept the launcher's)
+    np.random.seed()  # a new interpreter's own entropy, not a copy of the launcher's state
+    torch.manual_seed(torch.initial_seed())  # torch's state at its import
+    threads = os.environ.get("OMP_NUM_THREADS", "")  # read by torch at its import, in the launcher
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+    for name in ("stdout", "stderr"):  # python -u
+        stream = getattr(sys, name)
+        raw = io.FileIO(stream.fileno(), "w", closefd=False)
+        setattr(sys, name, io.TextIOWrapper(raw, encoding=stream.encoding, errors=stream.errors, write_through=True))
+    if sys.platform.startswith("linux"):  # `ps -o pid,comm` and top tell the ranks apart
+        ctypes.CDLL(None).prctl(PR_SET_NAME, f"rank {env.get('RANK', '?')}".encode(), 0, 0, 0)
+
+
+def become_rank(arguments: list[str]) -> None:
+    """In a process forked from this launcher and made a new interpreter (as_new_interpreter): run
+    the rank torchrun would start as `python -u -m PACKAGE.train ARGUMENTS`; ends the process."""
+    from ..train import app
+    from .rank_exit import run_then_exit
+
+    sys.argv = [f"{PACKAGE}.train", *arguments]
+    run_then_exit(lambda: app(args=arguments, prog_name=f"python -m {PACKAGE}.train"))
+
+
+class HeldSignals:
+    """Until `release`, a signal that this launcher handles in Python (FRESH_HANDLERS': torchrun's
+    and Ctrl-C's) is noted, not handled; `release` puts the handlers back and raises each signal
+    that came, in turn."""
+
+    def __init__(self) -> None:
+        self.came: list[int] = []
+        self.handlers = {number: h for number in FRESH_HANDLERS if callable(h := signal.getsignal(number))}
+        for number in self.handlers:
+            signal.signal(number, lambda number, frame: self.came.append(number))
+
+    def release(self, restore: bool = True) -> None:
+        """restore=False: a new interpreter's handlers already took the noted ones' place."""
+        if restore:
+            for number, handler in self.handlers.items():
+                signal.signal(number, handler)
+        for number in self.came:
+            signal.raise_signal(number)  # handled before it returns (its handler may raise)
+
+
+def fork_as_rank(env: dict[str, str], launchers_own: tuple[int, ...], run: Callable[[], object]) -> ForkedRank:
+    """Fork a process that becomes a new interpreter with the environment `env` (as_new_interpreter)
+    and calls `run`, then ends. Returns once it leads its own process group, as subprocess.Popen
+    returns once its child has started: torchrun stops a rank by its group, and a rank stopped
+    sooner (Ctrl-C while the ranks start) would have no group yet to signal.
+
+    Signals are held while os.fork runs its callbacks (logging's lock, ...): torchrun's handlers
+    raise, and an exception raised in one of those callbacks is printed and dropped, so a Ctrl-C at
+    that moment would be lost (the ranks train on) with logging's lock left held (the launcher hangs)."""
+    sys.stdout.flush()  # what this process has buffered is its own, not the rank's to print again
+    sys.stderr.flush()
+    grouped_read, grouped = os.pipe()
+    held = HeldSignals()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(grouped_read)
+            as_new_interpreter(env, launchers_own)
+            held.release(restore=False)  # what came to the launcher's group as the rank began: its own now
+            os.close(grouped)  # the launcher may now stop this rank by its group
+            run()
+        finally:
+            os._exit(1)  # only if `run` failed to end the process itself
+    try:
+        os.close(grouped)
+        held.release()  # a Ctrl-C that came while forking raises here
+        os.read(grouped_read, 1)  # end of file: the rank closed its end (or ended)
+    except BaseException:  # a signal's exception (torchrun's on Ctrl-C) before the agent holds the rank
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        os.close(grouped_read)
+    return ForkedRank(pid)
+
+
+def fork_ranks(launchers_own: tuple[int, ...]) -> None:
+    """Have torchrun's agent fork every rank from this process (become_rank) rather than start a new
+    interpreter for it. The agent starts, watches, stops and restarts them as it does the processes
+    it starts itself: through a SubprocessHandler whose `proc` it polls, waits for and signals by
+    process group."""
+    # Imported once here, not in every rank: the training module, and torch._dynamo, which torch.optim
+    # imports when a rank makes its optimizer (Optimizer.__init__), as long to import as torch itself.
+    import torch._dynamo  # noqa: F401
+    from torch.distributed.elastic.multiprocessing import api
+    from torch.distributed.elastic.multiprocessing.subprocess_handler import SubprocessHandler
+
+    from .. import train  # noqa: F401
+
+    rank_command = ("-u", "-m", f"{PACKAGE}.train")  # torchrun_arguments' -m, as torchrun runs it
+
+    class ForkingHandler(SubprocessHandler):
+        def _popen(self, args: tuple, env: dict[str, str]):
+            if tuple(args[1:4]) != rank_command or self._stdout or self._stderr:  # not a rank, or redirected
+                return super()._popen(args, env)
+            return fork_as_rank(env, launchers_own, lambda: become_rank(list(args[4:])))
+
+    def handler(entrypoint, args, env, stdout, stderr, local_rank_id, numa_options=None) -> SubprocessHandler:
+        return ForkingHandler(entrypoint, args, env, stdout, stderr, local_rank_id, numa_options)
+
+    api.get_subprocess_handler = handler  # SubprocessContext makes each rank's handler from this name
+
+
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a GPU here, asked without initialising CUDA in this process (through NVML),
+    which would leave a process forked from it unable to use CUDA."""
+    import torch
+
+    before = os.environ.get(NVML_CHECK)
+    os.environ[NVML_CHECK] = "1"
+    try:
+        return torch.cuda.is_available()
+    finally:
+        if before is None:
+            del os.environ[NVML_CHECK]
+        else:
+            os.environ[NVML_CHECK] = before
+
+
 def rendezvous_failure(err: Exception, layout: Layout, came: list[int], started: bool) -> str:
     """One line for a rendezvous of several nodes that did not happen, naming what to check;
     `came`: the NODE_RANKs seen there (arrivals.py), `started`: whether this node's ranks ever ran."""
@@ -397,11 +585,13 @@ def start(argv: list[str]) -> int:
     if too_long:
         print(too_long, file=sys.stderr)
         return 2
-    # torch's C++ log in this process: a store client that cannot reach node 0 logs each retry
-    # with a stack trace before the one line below says so. Read once, as torch loads (the
-    # preflight imports it); the ranks get the user's setting back.
+    # torch's C++ log in this process, on several nodes, unless the user set its level: a store
+    # client that cannot reach node 0 logs each retry with a stack trace before the one line below
+    # says so. Read once, as torch loads (the preflight imports it); ranks started anew get the
+    # user's setting back, ranks forked from here keep this one.
     cpp_log_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
-    os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
+    if layout.nnodes > 1 and cpp_log_level is None:
+        os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
     if checks:
         failed = preflight(layout.nnodes * layout.nproc_per_node, training_options)
         if failed:
@@ -417,7 +607,7 @@ def start(argv: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        return launch(layout, training_options, cpp_log_level)
+        return launch(layout, training_options, cpp_log_level, () if held is None else (held,))
     finally:
         if held is not None:
             unlock(run_dir, held)
@@ -436,8 +626,8 @@ def preflight(world_size: int, training_options: list[str]) -> int:
     return 0
 
 
-def launch(layout: Layout, training_options: list[str], cpp_log_level: str | None) -> int:
-    """torchrun with this node's layout; the exit code (main holds the run folder meanwhile)."""
+def launch(layout: Layout, training_options: list[str], cpp_log_level: str | None, locks: tuple[int, ...]) -> int:
+    """torchrun with this node's layout; the exit code (main holds the run folder meanwhile: `locks`)."""
     # Imported here: torch takes seconds to import, and the usage line needs none of it.
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -448,7 +638,7 @@ def launch(layout: Layout, training_options: list[str], cpp_log_level: str | Non
 
     os.environ[NODE_RANK_VARIABLE] = str(layout.node_rank)  # the ranks inherit it
     if cpp_log_level is None:
-        del os.environ["TORCH_CPP_LOG_LEVEL"]
+        os.environ.pop("TORCH_CPP_LOG_LEVEL", None)
     else:
         os.environ["TORCH_CPP_LOG_LEVEL"] = cpp_log_level
 
@@ -480,6 +670,8 @@ def launch(layout: Layout, training_options: list[str], cpp_log_level: str | Non
     # it on every launch; export OMP_NUM_THREADS to give each rank more threads.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     report_restarts(error_file, layout.nnodes)
+    if not cuda_available():
+        fork_ranks(locks)
     # Several nodes: each says it is there, by NODE_RANK, in the rendezvous's store (arrivals.py).
     arrivals = Arrivals(layout.master_addr, layout.master_port, layout.nnodes, layout.node_rank)
     try:
