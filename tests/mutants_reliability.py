@@ -78,6 +78,20 @@ MUTANTS = [
         only_test="tests/test_launch.py::test_a_signal_that_comes_while_the_launcher_forks_a_rank_stops_the_launcher_and_the_rank",
     ),
     Mutant(
+        "compile-cache-in-users-tmpdir",
+        "the launcher imports torch._dynamo for its forked ranks with its own TMPDIR: torch's compile "
+        "cache folder is left in the user's TMPDIR after every run",
+        function="fork_ranks",
+        edits=(
+            (
+                "    launchers_tempdir, tempfile.tempdir = tempfile.tempdir, None\n",
+                "    launchers_tempdir = tempfile.tempdir\n",
+            ),
+        ),
+        **LAUNCH_ONLY,
+        only_test="tests/test_shell_scripts.py::test_the_gpu_smoke_test_reports_the_device_and_both_rates",
+    ),
+    Mutant(
         "lock-ignored",
         "a second train.sh on one run folder is not refused: two runs write one folder",
         function="lock",

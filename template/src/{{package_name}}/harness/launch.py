@@ -478,7 +478,14 @@ def fork_ranks(launchers_own: tuple[int, ...]) -> None:
     process group."""
     # Imported once here, not in every rank: the training module, and torch._dynamo, which torch.optim
     # imports when a rank makes its optimizer (Optimizer.__init__), as long to import as torch itself.
-    import torch._dynamo  # noqa: F401
+    # Its import makes torch's compile cache folder (unless TORCHINDUCTOR_CACHE_DIR names one) in
+    # tempfile's folder and names it in TORCHINDUCTOR_CACHE_DIR, which the ranks inherit: in the
+    # ranks' TMPDIR (os.environ's by now), removed after them, as when each rank imports it itself.
+    launchers_tempdir, tempfile.tempdir = tempfile.tempdir, None
+    try:
+        import torch._dynamo  # noqa: F401
+    finally:
+        tempfile.tempdir = launchers_tempdir
     from torch.distributed.elastic.multiprocessing import api
     from torch.distributed.elastic.multiprocessing.subprocess_handler import SubprocessHandler
 
