@@ -10,10 +10,10 @@ quietly turn the suite into one that tests nothing.
 
 from __future__ import annotations
 
-from mutants_framework import Mutant
+from mutants_framework import Mutant, one_render
 from variants import SHUFFLING_SAMPLERS as SHUFFLING
 
-WEBDATASET_ONLY = {"backends": ("webdataset",), "samplers": ("shard_buffer",)}
+WEBDATASET_ONLY = one_render("webdataset")
 # The mistakes of a rank's share of the plan (RankLoader.plan, rank_plan) are seen by what the
 # loader delivers: test_loader first, not after the whole of test_epoch_plan (its killer each time).
 LOADER_KILLS = "tests/test_loader.py"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_server import run_pytest
-from variants import MAP_STYLE_BACKENDS, MAP_STYLE_SAMPLERS
+from variants import DEFAULT_SAMPLER, MAP_STYLE_BACKENDS, MAP_STYLE_SAMPLERS
 
 TESTS = Path(__file__).resolve().parent
 
@@ -141,6 +141,12 @@ def mutate(package: Path, mutant: Mutant) -> list[Path]:
     for path, text in texts.items():
         path.write_text(text)
     return sorted(texts)
+
+
+def one_render(backend: str) -> dict[str, tuple[str, ...]]:
+    """A Mutant's backends and samplers when the code it breaks is the same file for every sampler
+    (and every backend, for the harness's code): the backend's render with its default sampler."""
+    return {"backends": (backend,), "samplers": (DEFAULT_SAMPLER[backend],)}
 
 
 class Survived(AssertionError):

@@ -2,9 +2,9 @@
 samples handed on in plan order, the retry budget a time. Each was applied to a render by hand
 and its test seen to fail."""
 
-from mutants_framework import Mutant
+from mutants_framework import Mutant, one_render
 
-WEBDATASET = {"backends": ("webdataset",), "samplers": ("shard_buffer",)}
+WEBDATASET = one_render("webdataset")
 IN_FLIGHT_TEST = (
     "tests/test_http_faults.py::test_with_several_requests_in_flight_the_loader_delivers_exactly_the_epoch_plan"
 )

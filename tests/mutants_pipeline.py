@@ -6,11 +6,11 @@ restored, it passes)."""
 
 from __future__ import annotations
 
-from mutants_framework import Mutant
+from mutants_framework import Mutant, one_render
 
-MEMORY_ONLY = {"backends": ("memory",), "samplers": ("global",)}  # the file is the same for every backend
-WEBDATASET_ONLY = {"backends": ("webdataset",), "samplers": ("shard_buffer",)}
-ARROW_ONLY = {"backends": ("arrow",), "samplers": ("global",)}  # hf_sources.py is the same for every backend
+MEMORY_ONLY = one_render("memory")  # the file is the same for every backend
+WEBDATASET_ONLY = one_render("webdataset")
+ARROW_ONLY = one_render("arrow")  # hf_sources.py is the same for every backend
 
 MUTANTS = [
     Mutant(

@@ -4,10 +4,11 @@ check of the nodes and what is restarted. Each is killed by the generated test n
 
 from __future__ import annotations
 
-from mutants_framework import Mutant
+from mutants_framework import Mutant, one_render
 
 FORKED = "tests/test_launch.py::test_a_rank_forked_from_the_launcher_starts_as_a_new_interpreter_would"
-LAUNCH_ONLY = {"backends": ("memory",), "samplers": ("global",)}  # launch.py is the same for every backend
+# The harness (launch, run folder, checkpoints) and train.py are the same for every backend.
+LAUNCH_ONLY = one_render("memory")
 
 MUTANTS = [
     # Ranks forked from the launcher (no CUDA): each must start as torchrun's new interpreter would.
@@ -96,8 +97,7 @@ MUTANTS = [
         "a second train.sh on one run folder is not refused: two runs write one folder",
         function="lock",
         edits=(("            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)", "            pass"),),
-        backends=("memory",),  # run_folder.py and launch.py are the same for every backend
-        samplers=("global",),
+        **LAUNCH_ONLY,
         only_test="tests/test_launch.py::test_a_lock_left_by_a_dead_process_is_taken_over_and_a_held_one_names_its_holder",
     ),
     Mutant(
@@ -105,8 +105,7 @@ MUTANTS = [
         "RDZV_TIMEOUT is not passed to the rendezvous: a node that never arrives is waited for 600 s",
         function="rendezvous_arguments",
         edits=((',join_timeout={layout.rdzv_timeout}"', '"'),),
-        backends=("memory",),
-        samplers=("global",),
+        **LAUNCH_ONLY,
         only_test="tests/test_multinode.py::test_a_node_that_never_arrives_ends_the_run_in_one_line_within_rdzv_timeout",
     ),
     Mutant(
@@ -114,8 +113,7 @@ MUTANTS = [
         "the data are checked for one node's ranks, not every node's: a run too big for them starts",
         function="start",
         edits=(("preflight(layout.nnodes * layout.nproc_per_node,", "preflight(layout.nproc_per_node,"),),
-        backends=("memory",),
-        samplers=("global",),
+        **LAUNCH_ONLY,
         only_test="tests/test_multinode.py::test_the_data_is_checked_for_the_ranks_of_every_node_before_any_rank_starts",
     ),
     Mutant(
@@ -123,8 +121,7 @@ MUTANTS = [
         "nodes with different NPROC (or one NODE_RANK) train on a world size nobody asked for",
         function="train.main",
         edits=(("            check_layout()\n", ""),),
-        backends=("memory",),
-        samplers=("global",),
+        **LAUNCH_ONLY,
         only_test="tests/test_multinode.py::test_two_nodes_with_one_node_rank_or_different_nproc_are_refused_on_every_node",
     ),
     Mutant(
@@ -132,8 +129,7 @@ MUTANTS = [
         "a TMPDIR too long for the DataLoader workers' sockets is not refused: every worker fails and the ranks hang",
         function="start",
         edits=(("    too_long = temporary_too_long(Path(tempfile.gettempdir()))\n", "    too_long = None\n"),),
-        backends=("memory",),
-        samplers=("global",),
+        **LAUNCH_ONLY,
         only_test="tests/test_bad_inputs.py::test_a_bad_input_ends_with_one_error_line_and_leaves_nothing_behind"
         "[train.sh: a TMPDIR too long for the workers' sockets]",
     ),
@@ -142,8 +138,7 @@ MUTANTS = [
         "a rank's bad input (a checkpoint of another model) is restarted like a crash",
         function="report_restarts",
         edits=(("                    self._remaining_restarts = 0", "                    pass"),),
-        backends=("memory",),
-        samplers=("global",),
+        **LAUNCH_ONLY,
         only_test="tests/test_bad_inputs.py::test_a_bad_input_ends_with_one_error_line_and_leaves_nothing_behind"
         "[train.sh: a checkpoint of another model]",
     ),
@@ -152,8 +147,7 @@ MUTANTS = [
         "a checkpoint that cannot be written on a full disk is a crash: a traceback and a restart",
         function="save",
         edits=(("        if err.errno not in DISK_ERRORS:\n            raise\n", "        raise\n"),),
-        backends=("memory",),
-        samplers=("global",),
+        **LAUNCH_ONLY,
         only_test="tests/test_resume.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_ends_the_run_in_one_line",
     ),
     Mutant(
@@ -161,8 +155,7 @@ MUTANTS = [
         "an unreadable newest checkpoint stops the run instead of resuming from the one before",
         function="newest_readable",
         edits=(("            unreadable.append(str(err))\n            continue\n", "            raise\n"),),
-        backends=("memory",),
-        samplers=("global",),
+        **LAUNCH_ONLY,
         only_test="tests/test_resume.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_ends_the_run_in_one_line",
     ),
 ]

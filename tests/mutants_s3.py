@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mutants_framework import Mutant
+from mutants_framework import Mutant, one_render
 
-S3 = {"backends": ("webdataset",), "samplers": ("shard_buffer",), "only_test": "tests/test_s3.py"}
+S3 = {**one_render("webdataset"), "only_test": "tests/test_s3.py"}
 
 MUTANTS = [
     Mutant(

@@ -50,6 +50,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -362,8 +363,6 @@ class ForkedRank:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:
-                import subprocess
-
                 raise subprocess.TimeoutExpired(f"rank process {self.pid}", timeout)
             time.sleep(0.01)
         return self.returncode
