@@ -17,6 +17,7 @@ WEBDATASET_ONLY = one_render("webdataset")
 # The mistakes of a rank's share of the plan (RankLoader.plan, rank_plan) are seen by what the
 # loader delivers: test_loader first, not after the whole of test_epoch_plan (its killer each time).
 LOADER_KILLS = "tests/test_loader.py"
+RESTORED = "tests/test_recipe.py::test_a_checkpoint_restores_every_part_of_the_recipe_and_each_ranks_own_random_state"
 
 MUTANTS = [
     # 1. The epoch is not passed to the sampler: the forgotten set_epoch.
@@ -400,6 +401,8 @@ MUTANTS += [
         ),
         backends=("arrow",),  # loader.py is the same for every map-style backend and sampler
         samplers=("global",),
+        # its killer, late in test_loader, which comes after the whole of test_epoch_plan
+        only_test="tests/test_loader.py::test_one_loader_object_follows_the_plan_of_every_epoch",
     ),
     Mutant(
         "loader-keeps-old-epoch",
@@ -412,6 +415,8 @@ MUTANTS += [
             ),
         ),
         **WEBDATASET_ONLY,
+        # its killer, after test_shard_loader's prep tests (17 s of a full run before it)
+        only_test="tests/test_shard_loader.py::test_one_loader_object_follows_the_plan_of_every_epoch",
     ),
     Mutant(
         "heldout-decided-per-rank",
@@ -503,7 +508,9 @@ MUTANTS += [
         (('        restore_rng(ranks[rank]["rng"])', "        seed_rank(seed, rank)"),),
         backends=("arrow",),
         samplers=("global",),
-        only_test="tests/test_resume.py::test_a_stopped_run_resumed_writes_the_ledger_and_weights_of_an_uninterrupted_run",
+        # what restore() does, at the function level; the resumed run of test_resume (processes)
+        # sees it too, as the ledger and weights of an uninterrupted run
+        only_test=RESTORED,
     ),
     Mutant(
         "resume-forgets-buffer",

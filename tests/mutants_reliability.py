@@ -7,6 +7,9 @@ from __future__ import annotations
 from mutants_framework import Mutant, one_render
 
 FORKED = "tests/test_launch.py::test_a_rank_forked_from_the_launcher_starts_as_a_new_interpreter_would"
+# save() and newest_readable() at the function level; test_resume's run on a small disk (processes)
+# sees these mistakes too, as a restart and a traceback, or a run that stops
+CHECKPOINTS = "tests/test_recipe.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_is_one_error_naming_the_fix"
 # The harness (launch, run folder, checkpoints) and train.py are the same for every backend.
 LAUNCH_ONLY = one_render("memory")
 
@@ -65,6 +68,24 @@ MUTANTS = [
         only_test=FORKED,
     ),
     Mutant(
+        "forked-rank-walks-launchers-heap",
+        "the launcher's objects are not frozen for the fork: every garbage collection of a rank walks "
+        "torch's few hundred thousand objects and copies their pages into the rank",
+        function="fork_as_rank",
+        edits=(("    gc.freeze()\n", ""),),
+        **LAUNCH_ONLY,
+        only_test=FORKED,
+    ),
+    Mutant(
+        "launcher-stays-frozen",
+        "the launcher leaves its objects frozen after forking a rank: its own garbage collections "
+        "never free what it made before (torchrun's agent runs for the whole training)",
+        function="fork_as_rank",
+        edits=(("    gc.unfreeze()\n", ""),),
+        **LAUNCH_ONLY,
+        only_test=FORKED,
+    ),
+    Mutant(
         "signals-come-while-forking",
         "signals are not held while the launcher forks a rank: a Ctrl-C handled in os.fork's callbacks "
         "is dropped, the ranks train on and the launcher hangs on logging's lock",
@@ -106,7 +127,9 @@ MUTANTS = [
         function="rendezvous_arguments",
         edits=((',join_timeout={layout.rdzv_timeout}"', '"'),),
         **LAUNCH_ONLY,
-        only_test="tests/test_multinode.py::test_a_node_that_never_arrives_ends_the_run_in_one_line_within_rdzv_timeout",
+        # what torchrun makes of the arguments; with the mutant, the process test below it waits out
+        # its own bound (RDZV_TIMEOUT + 20 s) before it fails
+        only_test="tests/test_multinode.py::test_torchrun_waits_rdzv_timeout_for_the_nodes",
     ),
     Mutant(
         "preflight-of-one-node",
@@ -148,7 +171,7 @@ MUTANTS = [
         function="save",
         edits=(("        if err.errno not in DISK_ERRORS:\n            raise\n", "        raise\n"),),
         **LAUNCH_ONLY,
-        only_test="tests/test_resume.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_ends_the_run_in_one_line",
+        only_test=CHECKPOINTS,
     ),
     Mutant(
         "unreadable-checkpoint-stops",
@@ -156,6 +179,6 @@ MUTANTS = [
         function="newest_readable",
         edits=(("            unreadable.append(str(err))\n            continue\n", "            raise\n"),),
         **LAUNCH_ONLY,
-        only_test="tests/test_resume.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_ends_the_run_in_one_line",
+        only_test=CHECKPOINTS,
     ),
 ]

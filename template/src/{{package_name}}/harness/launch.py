@@ -45,6 +45,7 @@ What changes is what the user reads:
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import shutil
@@ -442,11 +443,17 @@ def fork_as_rank(env: dict[str, str], launchers_own: tuple[int, ...], run: Calla
 
     Signals are held while os.fork runs its callbacks (logging's lock, ...): torchrun's handlers
     raise, and an exception raised in one of those callbacks is printed and dropped, so a Ctrl-C at
-    that moment would be lost (the ranks train on) with logging's lock left held (the launcher hangs)."""
+    that moment would be lost (the ranks train on) with logging's lock left held (the launcher hangs).
+
+    What the launcher made (torch, its compiler, the training module: a few hundred thousand objects)
+    is frozen for the fork (gc.freeze): the rank's garbage collections never walk it, which would
+    write to every object's header and so copy each page of it into the rank. The launcher's own
+    collections go on as before (unfreeze)."""
     sys.stdout.flush()  # what this process has buffered is its own, not the rank's to print again
     sys.stderr.flush()
     grouped_read, grouped = os.pipe()
     held = HeldSignals()
+    gc.freeze()
     pid = os.fork()
     if pid == 0:
         try:
@@ -457,6 +464,7 @@ def fork_as_rank(env: dict[str, str], launchers_own: tuple[int, ...], run: Calla
             run()
         finally:
             os._exit(1)  # only if `run` failed to end the process itself
+    gc.unfreeze()
     try:
         os.close(grouped)
         held.release()  # a Ctrl-C that came while forking raises here
