@@ -77,15 +77,6 @@ MUTANTS = [
         only_test=FORKED,
     ),
     Mutant(
-        "launcher-stays-frozen",
-        "the launcher leaves its objects frozen after forking a rank: its own garbage collections "
-        "never free what it made before (torchrun's agent runs for the whole training)",
-        function="fork_as_rank",
-        edits=(("    gc.unfreeze()\n", ""),),
-        **LAUNCH_ONLY,
-        only_test=FORKED,
-    ),
-    Mutant(
         "signals-come-while-forking",
         "signals are not held while the launcher forks a rank: a Ctrl-C handled in os.fork's callbacks "
         "is dropped, the ranks train on and the launcher hangs on logging's lock",

@@ -446,9 +446,10 @@ def fork_as_rank(env: dict[str, str], launchers_own: tuple[int, ...], run: Calla
     that moment would be lost (the ranks train on) with logging's lock left held (the launcher hangs).
 
     What the launcher made (torch, its compiler, the training module: a few hundred thousand objects)
-    is frozen for the fork (gc.freeze): the rank's garbage collections never walk it, which would
-    write to every object's header and so copy each page of it into the rank. The launcher's own
-    collections go on as before (unfreeze)."""
+    is frozen before the fork (gc.freeze, as Python's documentation advises before a fork without
+    exec): the rank's garbage collections never walk it, which would write to every object's header
+    and so copy each page of it into the rank. It stays frozen in the launcher too, which keeps what
+    it imported for the whole run anyway (and must not unfreeze what its caller froze)."""
     sys.stdout.flush()  # what this process has buffered is its own, not the rank's to print again
     sys.stderr.flush()
     grouped_read, grouped = os.pipe()
@@ -464,7 +465,6 @@ def fork_as_rank(env: dict[str, str], launchers_own: tuple[int, ...], run: Calla
             run()
         finally:
             os._exit(1)  # only if `run` failed to end the process itself
-    gc.unfreeze()
     try:
         os.close(grouped)
         held.release()  # a Ctrl-C that came while forking raises here
