@@ -145,7 +145,10 @@ def demo(session: nox.Session) -> None:
         "./train.sh", "--data", "data", "--epochs", "3", "--ledger", "ledger", external=True, env={"NPROC": "2"}
     )
     session.run("python", "-m", f"{package}.audit", "ledger", "ledger", "--data", "data", "--png", "shuffle_audit.png")
-    session.log(f"the project: {project} (data/, ledger/, runs/, shuffle_audit.png); cd there and run `nox -s test`")
+    session.log(
+        f"the project: {project} (data/, ledger/, runs/, shuffle_audit.png); its tests: see 'Running the tests' in "
+        "its README.md (install the torch build for your machine first, then the project with its test extra)"
+    )
 
 
 @nox.session
