@@ -11,13 +11,13 @@ quietly turn the suite into one that tests nothing.
 from __future__ import annotations
 
 from mutants_framework import Mutant, one_render
+from mutants_recipe import RESTORED
 from variants import SHUFFLING_SAMPLERS as SHUFFLING
 
 WEBDATASET_ONLY = one_render("webdataset")
 # The mistakes of a rank's share of the plan (RankLoader.plan, rank_plan) are seen by what the
 # loader delivers: test_loader first, not after the whole of test_epoch_plan (its killer each time).
 LOADER_KILLS = "tests/test_loader.py"
-RESTORED = "tests/test_recipe.py::test_a_checkpoint_restores_every_part_of_the_recipe_and_each_ranks_own_random_state"
 
 MUTANTS = [
     # 1. The epoch is not passed to the sampler: the forgotten set_epoch.

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from mutants_framework import Mutant
 
+# What restore() brings back, at the function level (the killer of resume-forgets-rng in mutants.py too)
+RESTORED = "tests/test_recipe.py::test_a_checkpoint_restores_every_part_of_the_recipe_and_each_ranks_own_random_state"
+
 MUTANTS = [
     Mutant(
         "schedule-not-restored",
@@ -22,7 +25,7 @@ MUTANTS = [
         backends=("arrow",),
         samplers=("global",),
         # restore() at the function level; test_recipe's resumed 2-rank run sees it too, in its learning rates
-        only_test="tests/test_recipe.py::test_a_checkpoint_restores_every_part_of_the_recipe_and_each_ranks_own_random_state",
+        only_test=RESTORED,
     ),
     Mutant(
         "accumulation-all-reduces-every-micro-batch",
