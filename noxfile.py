@@ -98,7 +98,9 @@ def quick(session: nox.Session) -> None:
     and the template's fast tests for that combination (rendering, invalid answers, mutants apply)."""
     install(session, *DEPS)
     backend, sampler = DEFAULT
-    project = Path(session.create_tmp()).resolve() / "quick-project"
+    # Not session.create_tmp(): it points TMPDIR into this checkout, a git repository, and the
+    # template's tests then render into it (the copy task makes no repository inside another).
+    project = Path(session.virtualenv.location).resolve() / "quick-project"
     shutil.rmtree(project, ignore_errors=True)  # this session's own scratch folder, made by the last quick
     session.log(f"rendering {backend}/{sampler} into {project}")
     render(session, project, QUICK_PACKAGE, backend, sampler, "--skip-tasks")
