@@ -211,3 +211,12 @@ def test_this_repositorys_readme_is_short_and_its_links_resolve() -> None:
     for page in (readme, ROOT / "tests" / "README.md"):
         broken = broken_links(page, ROOT)
         assert not broken, f"{page.relative_to(ROOT)} links to what the repository lacks: {broken}"
+
+
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_every_test_file_of_a_render_is_named_in_its_docs(rendered, backend: str, sampler: str) -> None:
+    """docs/tests.md and the backend's page say what each test file proves: a new file needs its row."""
+    project = rendered(backend, sampler)
+    docs = "".join(page.read_text() for page in (project / "docs").glob("*.md"))
+    unnamed = sorted(path.name for path in (project / "tests").glob("test_*.py") if f"`{path.name}`" not in docs)
+    assert not unnamed, f"{backend}/{sampler}: test files no docs/ page names: {unnamed}"
