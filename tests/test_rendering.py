@@ -14,7 +14,7 @@ import yaml
 from conftest import COMBINATIONS, PACKAGE, ROOT, render, run_in
 
 JINJA_LEFTOVER = re.compile(r"{{|}}|{%|%}|{#|#}")
-FIGURES = {".png"}  # the README's figures (webdataset: docs/shuffle_audit.png)
+FIGURES = {".png"}  # the docs pages' figures (webdataset: docs/shuffle_audit.png)
 BACKEND_FILES = {
     "memory": {"memory_backend.py"},
     "files": {"files_backend.py"},
@@ -166,3 +166,57 @@ def test_the_json_hook_checks_two_files_without_writing_either(rendered, tmp_pat
     )  # fmt: skip
     assert result.returncode != 0 and "second.json" in result.stdout, f"a broken JSON file passed:\n{result.stdout}"
     assert second.read_text() == '{"b": ', "the check-json hook rewrote a broken JSON file"
+
+
+README_LIMIT = 15_000  # bytes: the README opens a project (or this repository); reference goes to pages
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def broken_links(markdown: Path, root: Path) -> list[str]:
+    """The relative links of a markdown file whose target is not a file or folder inside root."""
+    text = re.sub(r"```.*?```", "", markdown.read_text(), flags=re.S)  # a code block holds no links
+    broken = []
+    for target in MARKDOWN_LINK.findall(text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            broken.append(f"{target} (points outside the repository)")
+            continue
+        path = target.partition("#")[0]
+        destination = (markdown.parent / path).resolve() if path else markdown
+        if not destination.exists() or not destination.is_relative_to(root.resolve()):
+            broken.append(target)
+    return broken
+
+
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_the_readme_is_short_and_every_link_of_the_docs_resolves_in_the_project(
+    rendered, backend: str, sampler: str
+) -> None:
+    project = rendered(backend, sampler)
+    readme = project / "README.md"
+    assert readme.stat().st_size <= README_LIMIT, (
+        f"{backend}/{sampler}: README.md is {readme.stat().st_size} bytes, over {README_LIMIT}: move reference to docs/"
+    )
+    pages = [readme, *sorted((project / "docs").glob("*.md"))]
+    assert len(pages) > 1, f"{backend}/{sampler}: no docs/*.md pages rendered"
+    for page in pages:
+        broken = broken_links(page, project)
+        assert not broken, f"{backend}/{sampler}: {page.relative_to(project)} links to what the project lacks: {broken}"
+
+
+def test_this_repositorys_readme_is_short_and_its_links_resolve() -> None:
+    readme = ROOT / "README.md"
+    assert readme.stat().st_size <= README_LIMIT, (
+        f"README.md is {readme.stat().st_size} bytes, over {README_LIMIT}: move reference to template/docs or tests/README.md"
+    )
+    for page in (readme, ROOT / "tests" / "README.md"):
+        broken = broken_links(page, ROOT)
+        assert not broken, f"{page.relative_to(ROOT)} links to what the repository lacks: {broken}"
+
+
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_every_test_file_of_a_render_is_named_in_its_docs(rendered, backend: str, sampler: str) -> None:
+    """docs/tests.md and the backend's page say what each test file proves: a new file needs its row."""
+    project = rendered(backend, sampler)
+    docs = "".join(page.read_text() for page in (project / "docs").glob("*.md"))
+    unnamed = sorted(path.name for path in (project / "tests").glob("test_*.py") if f"`{path.name}`" not in docs)
+    assert not unnamed, f"{backend}/{sampler}: test files no docs/ page names: {unnamed}"
