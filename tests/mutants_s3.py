@@ -70,7 +70,12 @@ MUTANTS = [
         "s3-remote-manifest-unhashed",
         "the run folder records no manifest sha256 for data in a bucket, so a resume on changed data is not refused",
         function="webdataset_backend.manifest_sha256",
-        edits=(("        return hashlib.sha256(read_location(locate(location, MANIFEST))).hexdigest()", "        return None"),),
+        edits=(
+            (
+                "        return hashlib.sha256(read_location(locate(location, MANIFEST))).hexdigest()",
+                "        return None",
+            ),
+        ),
         # manifest_sha256 on the bucket; the run from the bucket (the next test) shows it in config.json
         **{
             **S3,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shutil
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import COMBINATIONS, PACKAGE, ROOT, render, run_in
+from package_modules import package_imports, package_modules
 
 JINJA_LEFTOVER = re.compile(r"{{|}}|{%|%}|{#|#}")
 FIGURES = {".png"}  # the README's figures (webdataset: docs/shuffle_audit.png)
@@ -110,42 +110,6 @@ def test_the_training_loop_is_one_short_file_and_the_package_shows_its_parts(
         assert parts <= {p.name for p in (package / folder).iterdir()}, f"{backend}/{sampler}: {folder}/ lacks {parts}"
 
 
-def package_imports(package: Path) -> dict[str, list[tuple[str, int]]]:
-    """{module: [(module it imports, line)]} for every import of the package's own modules, at the
-    top of a module or inside a function; modules are named from the package (`data.loader`,
-    `train`; a folder's __init__.py by the folder)."""
-    modules: dict[str, tuple[Path, bool]] = {}
-    for path in sorted(package.rglob("*.py")):
-        parts = path.relative_to(package).with_suffix("").parts
-        is_folder = parts[-1] == "__init__"
-        modules[".".join(parts[:-1] if is_folder else parts)] = (path, is_folder)
-    imports: dict[str, list[tuple[str, int]]] = {}
-    for name, (path, is_folder) in modules.items():
-        here = [part for part in (name if is_folder else name.rpartition(".")[0]).split(".") if part]
-        found = imports.setdefault(name, [])
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [
-                    a.name.removeprefix(f"{package.name}.") for a in node.names if a.name.startswith(package.name)
-                ]
-            elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(package.name)):
-                if node.level:
-                    base = ".".join([*here[: len(here) - node.level + 1], *([node.module] if node.module else [])])
-                else:
-                    base = node.module.removeprefix(package.name).removeprefix(".")
-                # `from . import loader` imports the module data.loader; `from .loader import X`, data.loader
-                targets = [
-                    f"{base}.{a.name}".strip(".") if f"{base}.{a.name}".strip(".") in modules else base
-                    for a in node.names
-                ]
-            else:
-                continue
-            found.extend(
-                (target, node.lineno) for target in dict.fromkeys(targets) if target in modules and target != name
-            )
-    return imports
-
-
 def layer(module: str) -> str:
     """data, sources, checks, harness, or top (the commands and the recipe at the package's top)."""
     folder = module.partition(".")[0]
@@ -184,12 +148,15 @@ EXEMPT_IMPORTS = {("harness.launch", "train")}
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
 def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: str) -> None:
     package = rendered(backend, sampler) / "src" / PACKAGE
-    imports = package_imports(package)
+    modules = package_modules(package)
+    imports = {name: package_imports(path, package, set(modules)) - {name} for name, path in modules.items()}
     for module, targets in imports.items():
         rule = FORBIDDEN_IMPORTS.get(layer(module))
-        for target, line in targets:
+        for target in sorted(targets):
             if rule and rule[0](target) and (module, target) not in EXEMPT_IMPORTS:
-                raise AssertionError(f"{backend}/{sampler}: {module} imports {target} (line {line}): {rule[1]}")
+                raise AssertionError(
+                    f"{backend}/{sampler}: {modules[module].relative_to(package)} imports {target}: {rule[1]}"
+                )
     # A circle: a module that reaches itself again through the modules it imports.
     done: set[str] = set()
 
@@ -199,7 +166,7 @@ def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: 
             raise AssertionError(f"{backend}/{sampler}: modules import each other in a circle: {' -> '.join(circle)}")
         if module in done:
             return
-        for target, _ in imports.get(module, []):
+        for target in sorted(imports[module]):
             if (module, target) not in EXEMPT_IMPORTS:
                 visit(target, [*path, module])
         done.add(module)
