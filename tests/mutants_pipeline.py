@@ -10,7 +10,7 @@ from mutants_framework import Mutant, one_render
 
 MEMORY_ONLY = one_render("memory")  # the file is the same for every backend
 WEBDATASET_ONLY = one_render("webdataset")
-ARROW_ONLY = one_render("arrow")  # hf_sources.py is the same for every backend
+ARROW_ONLY = one_render("arrow")  # sources/hugging_face.py is the same for every backend
 
 MUTANTS = [
     Mutant(
@@ -120,7 +120,7 @@ MUTANTS = [
     Mutant(
         "hf-name-not-in-cache",
         "prep hf looks a name up nowhere: a data set in the local Hugging Face cache is refused as a missing folder",
-        function="hf_sources.locate",
+        function="hugging_face.locate",
         edits=(
             (
                 "    return cached(source, split)",
@@ -133,7 +133,7 @@ MUTANTS = [
     Mutant(
         "hf-prep-holds-the-table",
         "prep hf reads each parquet file into one table: its memory grows with the data set",
-        function="hf_sources.file_batches",
+        function="hugging_face.file_batches",
         edits=(
             (
                 "yield from pq.ParquetFile(path).iter_batches(batch_size=HF_CHUNK_ROWS, columns=columns)",

@@ -69,8 +69,13 @@ MUTANTS = [
     Mutant(
         "s3-remote-manifest-unhashed",
         "the run folder records no manifest sha256 for data in a bucket, so a resume on changed data is not refused",
-        function="manifest_sha256",
-        edits=(("        return dataset_manifest_sha256(data)", "        return None"),),
+        function="webdataset_backend.manifest_sha256",
+        edits=(
+            (
+                "        return hashlib.sha256(read_location(locate(location, MANIFEST))).hexdigest()",
+                "        return None",
+            ),
+        ),
         # manifest_sha256 on the bucket; the run from the bucket (the next test) shows it in config.json
         **{
             **S3,

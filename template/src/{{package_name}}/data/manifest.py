@@ -43,6 +43,13 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def manifest_sha256(location: str | Path) -> str | None:
+    """The sha256 of the data set's manifest.json (None when it has none): which version of the
+    data a run read, recorded in its config.json; a resume on other data is refused."""
+    manifest = Path(location) / MANIFEST
+    return sha256_file(manifest) if manifest.is_file() else None
+
+
 class HashingWriter:
     """A binary file written once, front to back, hashed on the way: no second read for its sha256."""
 

@@ -1,42 +1,22 @@
 """sources.jsonl: where every stored sample came from, so that an error names the user's file.
 
-prep writes one line per sample, in storage order: `["<key>", "<source>"]`, the source being
-a path relative to the folder prep read, a table row or a shard and key. It lies beside
-labels.npy in every backend's format and is named in the manifest with its sha256
-(`sources`, `sources_sha256`). It is read only when something goes wrong: a DataError
-about a sample then gains `source cat/001.jpg`, found by scanning the file for the key.
+prep writes one line per sample, in storage order (sources/source_writer.py):
+`["<key>", "<source>"]`, the source being a path relative to the folder prep read, a table
+row or a shard and key. It lies beside labels.npy in every backend's format and is named in
+the manifest with its sha256 (`sources`, `sources_sha256`). It is read only when something
+goes wrong: a DataError about a sample then gains `source cat/001.jpg`, found by scanning
+the file for the key.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from ..harness.errors import DataError
-from .manifest import MANIFEST, HashingWriter
+from .manifest import MANIFEST
 
 SOURCES = "sources.jsonl"
-
-
-class SourceWriter:
-    """Streams the (key, source) lines, hashed as they are written."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.file = HashingWriter(root / SOURCES)
-
-    def add(self, key: str, source: str) -> None:
-        # json.dumps escapes newlines and undecodable file-name bytes: one line per sample, always.
-        self.file.write((json.dumps([key, source]) + "\n").encode())
-
-    def close(self) -> None:
-        self.file.close()
-
-    def finish(self) -> dict[str, Any]:
-        """The manifest's fields for the file (after the last add)."""
-        self.file.close()
-        return {"sources": SOURCES, "sources_sha256": self.file.digest.hexdigest()}
 
 
 def source_of(data_dir: str | Path, key: str) -> str | None:

@@ -3,7 +3,7 @@
     {"epoch": e, "step": s, "rank": r, "world_size": w, "keys": [...], "labels": [...]}
 
 Keys and labels are in the order the batch held them. `read_ledger` turns a ledger back
-into what `guarantees.py` checks: per epoch, per rank, the list of batches of keys.
+into what `checks/guarantees.py` checks: per epoch, per rank, the list of batches of keys.
 
 A resumed run truncates every rank's file to the steps before its checkpoint and appends
 from there, so an interrupted and resumed run leaves the very bytes an uninterrupted one

@@ -37,7 +37,6 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..data.manifest import MANIFEST, sha256_file
 from .errors import PACKAGE, DataError
 from .ledger import keep_lines
 
@@ -142,21 +141,6 @@ def agreed_run_dir(run_dir: Path | None, resume: bool = False) -> Path:
     return Path(choice[0])
 
 
-def manifest_sha256(data: str | Path) -> str | None:
-{%- if loader_backend == 'webdataset' %}
-    """The sha256 of the data set's manifest (None when it has none); read through the URL
-    (http(s) or s3) of a remote data set, so a resume on changed remote data is refused too."""
-    if "://" in str(data):
-        from ..data.webdataset_backend import dataset_manifest_sha256  # imports the backend: only for a URL
-
-        return dataset_manifest_sha256(data)
-{%- else %}
-    """The sha256 of the data set's manifest (None when it has none)."""
-{%- endif %}
-    manifest = Path(data) / MANIFEST
-    return sha256_file(manifest) if manifest.is_file() else None
-
-
 def write_json_atomically(path: Path, value: Any) -> None:
     partial = path.with_name(f".{path.name}.partial")
     try:
@@ -190,8 +174,9 @@ def versions() -> dict[str, str]:
     return found
 
 
-def config(options: dict[str, Any], data: str | Path, world_size: int) -> dict[str, Any]:
-    """What config.json records; `hosts` comes from every rank (one all_gather)."""
+def config(options: dict[str, Any], data: str | Path, manifest_sha256: str | None, world_size: int) -> dict[str, Any]:
+    """What config.json records; `hosts` comes from every rank (one all_gather). `manifest_sha256`:
+    the data set's (data/manifest.py), which a resume must find unchanged."""
     hosts: list[Any] = [None] * world_size
     dist.all_gather_object(hosts, socket.gethostname())
     answers = PROJECT / ".copier-answers.yml"
@@ -203,7 +188,7 @@ def config(options: dict[str, Any], data: str | Path, world_size: int) -> dict[s
         "world_size": world_size,
         "hosts": sorted(set(hosts)),
         "data": str(data) if "://" in str(data) else str(Path(data).resolve()),
-        "manifest_sha256": manifest_sha256(data),
+        "manifest_sha256": manifest_sha256,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 

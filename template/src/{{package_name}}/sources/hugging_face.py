@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from ..data.decode import IMAGE_EXTENSIONS
+from ..data.sample import Sample
 from ..harness.errors import DataError
-from .decode import IMAGE_EXTENSIONS
-from .sources import Sample, Source
+from .source import Source
 
 HF_CHUNK_ROWS = 256  # parquet rows decompressed at once (images: a few MB)
 SIGNATURES = [

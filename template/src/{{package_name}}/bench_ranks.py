@@ -1,6 +1,6 @@
 """One rank of bench.py's memory-per-node measurement; torchrun starts W of them on this node.
 
-    python -m torch.distributed.run --standalone --nproc-per-node W -m <package>.data.bench_ranks MODE DATA SIGNALS
+    python -m torch.distributed.run --standalone --nproc-per-node W -m <package>.bench_ranks MODE DATA SIGNALS
 
 MODE is what each rank holds while bench.py adds up the PSS of all ranks and their workers:
 
@@ -25,10 +25,10 @@ import torch
 import torch.distributed as dist
 import typer
 
-from ..harness.errors import reported_as_one_line
-from .decode import payload_batch
-from .loader import RankLoader
-from .manifest import MANIFEST, inside
+from .data.decode import payload_batch
+from .data.loader import RankLoader
+from .data.manifest import MANIFEST, inside
+from .harness.errors import reported_as_one_line
 
 WAIT_SECONDS = 600  # bench.py samples within seconds; a rank left alone gives up after this
 

@@ -18,9 +18,9 @@ import os
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 
+from ..data.decode import DECODE_ERRORS, decode, first_line
+from ..data.sample import Sample
 from ..harness.errors import DataError
-from .decode import DECODE_ERRORS, decode, first_line
-from .sources import Sample
 
 CHUNK = 64  # samples per task: large enough that pickling, not process hand-offs, dominates
 IN_FLIGHT = 2  # chunks queued per process: each process has the next one ready

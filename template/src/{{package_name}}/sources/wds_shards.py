@@ -9,7 +9,7 @@ names, sorted); its payload is its one member that decode.py reads (jpg, png, np
 the others left out. A sample without a label, or with no payload or two, is refused naming
 the shard and the key. A first pass reads the labels, so the shards are read twice; the
 samples stream, so prep's memory stays flat. (The webdataset backend can also use shards
-where they are: `prep webdataset SRC`, wds_index.py.)
+where they are: `prep webdataset SRC`, in_place.py.)
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from ..data.decode import can_decode, known_extensions
+from ..data.sample import Sample
 from ..harness.errors import DataError
-from .decode import can_decode, known_extensions
-from .sources import Sample, Source
+from .source import Source
 
 TAR_BLOCK = 512
 

@@ -1,0 +1,80 @@
+"""What every source is: a stream of samples in storage order (data/sample.py's Sample), its
+size and classes known before the first sample; and the held-out split of one.
+
+A sample is its payload as the source gave it (encoded image bytes, an .npy array, UTF-8
+text), its extension, an integer label and where the source holds it (`Sample.source`: a
+path relative to the folder, a table row), which prep keeps beside the data so that an
+error names the file. Nothing here decodes a payload for training: that happens in the
+DataLoader workers (data/decode.py); prep decodes every sample once to check it (verify.py).
+Every source is streamed: it knows its sample count and classes before the first sample,
+then yields one sample at a time, so prep's memory does not grow with the data set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data.sample import Sample
+from ..harness.errors import DataError
+
+
+@dataclass(frozen=True)
+class Source:
+    """A stream of samples in storage order, and what prep needs to know before the first one.
+
+    `read(selected)` makes one pass over the source and yields the samples at the positions
+    where `selected` is True (all when None), reading nothing else.
+    """
+
+    num_samples: int
+    classes: list[str]
+    read: Callable[[np.ndarray | None], Iterator[Sample]]
+    description: dict[str, Any]
+    payload_bytes: int  # total payload bytes, exact or estimated: sizes the webdataset shards
+    selected: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.num_samples == 0:
+            raise DataError("the source holds no samples: point prep at a non-empty source")
+
+    def samples(self) -> Iterator[Sample]:
+        """The samples, exactly as many as announced: DataError when the source changed while read."""
+        count = 0
+        for count, sample in enumerate(self.read(self.selected), start=1):
+            if count > self.num_samples:
+                raise DataError("the source grew while prep read it: run prep again")
+            yield sample
+        if count != self.num_samples:
+            raise DataError(f"the source gave {count} samples after announcing {self.num_samples}: run prep again")
+
+    def subset(self, selected: np.ndarray, description: dict[str, Any]) -> Source:
+        count = int(selected.sum())
+        return Source(
+            count,
+            self.classes,
+            self.read,
+            {**self.description, **description},
+            self.payload_bytes * count // self.num_samples,
+            selected,
+        )
+
+
+def split_heldout(source: Source, fraction: float, seed: int) -> tuple[Source, Source | None]:
+    """Hold out a seeded random `fraction`; both parts keep storage order and are disjoint."""
+    if not 0.0 <= fraction < 1.0:
+        raise DataError(f"--heldout-fraction {fraction} must be in [0, 1)")
+    num_heldout = int(round(source.num_samples * fraction))
+    if num_heldout == 0:
+        return source, None
+    if num_heldout == source.num_samples:
+        raise DataError("--heldout-fraction leaves no training samples: lower it")
+    heldout = np.zeros(source.num_samples, dtype=bool)
+    heldout[np.random.default_rng([seed, 2]).choice(source.num_samples, num_heldout, replace=False)] = True
+    return (
+        source.subset(~heldout, {"split": "training", "heldout_seed": seed}),
+        source.subset(heldout, {"split": "heldout", "heldout_seed": seed}),
+    )
