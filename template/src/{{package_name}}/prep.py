@@ -243,7 +243,7 @@ def write_dataset(
 @options_of(storage=Storing)
 def synthetic(
     out: Out,
-    storage: Storing,
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
     num_samples: Annotated[int, typer.Option(help="Training samples")] = 2000,
     num_classes: Annotated[int, typer.Option(help="Classes")] = 10,
     seed: Annotated[int, typer.Option(help=f"Seed of the generator{storing.SEED_ALSO}")] = 0,
@@ -270,7 +270,7 @@ def synthetic(
 def folder(
     src: Annotated[Path, typer.Argument(help="Folder with one sub-folder per class")],
     out: Out,
-    storage: Storing,
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
     heldout_fraction: HeldoutFraction = 0.1,
     seed: Seed = 0,
     verify: Verify = True,
@@ -289,7 +289,7 @@ def folder(
 def table(
     file: Annotated[Path, typer.Argument(help="A .parquet, .arrow, .jsonl or .csv file")],
     out: Out,
-    storage: Storing,
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
     label_column: Annotated[str, typer.Option(help="Column holding the class label")] = "label",
     image_column: ImageColumn = None,
     heldout_fraction: HeldoutFraction = 0.1,
@@ -315,7 +315,7 @@ def hf(
         ),
     ],
     out: Out,
-    storage: Storing,
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
     split: Annotated[str, typer.Option(help="The split to prepare")] = "train",
     image_column: ImageColumn = None,
     label_column: Annotated[
@@ -336,7 +336,7 @@ def hf(
 @options_of(storage=Storing)
 def webdataset(
     src: Annotated[Path, typer.Argument(help="A folder of .tar shards as webdataset's ShardWriter writes them")],
-    storage: Storing,
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
     out: ShardsOut = None,
     label_member: Annotated[str, typer.Option(help="The member holding each sample's label (decimal text)")] = "cls",
     label_field: Annotated[
