@@ -5,7 +5,8 @@
     nox -s test   render every (loader_backend, sampler) and run each project's own tests (before a submission)
     nox -s demo   render a project with the defaults into demo-project/ (or `nox -s demo -- DIR`),
                   prepare its synthetic data, run train.sh
-    nox -s lint   ruff (through pre-commit) on this repository's own code; `duplicates` on a render
+    nox -s lint   ruff (through pre-commit) on this repository's own code and, in place, on the template's
+                  plain Python files; `duplicates` on a render
     nox -s bench  render every backend, prepare the same synthetic data for each, run each project's
                   `bench`, and compare them in bench/comparison.md and bench/comparison.png (not run
                   by default: about 15 minutes on 2 cores; `nox -s bench -- --num-samples 5000
@@ -155,7 +156,8 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff on this repository's code (each rendered project is linted by tests/test_rendering.py),
+    """ruff on this repository's code and the template's plain Python files, where they are (each
+    rendered project, .jinja files included, is linted by tests/test_rendering.py),
     then `duplicates` on the default render, when that command is on PATH."""
     session.install("pre-commit", "ruff")
     session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure")

@@ -88,6 +88,19 @@ def test_rendered_code_passes_the_projects_own_linters(rendered, backend: str, s
     assert_linted(rendered(backend, sampler), f"{backend}/{sampler} project")
 
 
+def test_the_templates_plain_python_is_linted_where_it_is() -> None:
+    """The template's Python files without a .jinja suffix (conditional names included) are what
+    `nox -s lint` checks in place: prep.py, shared by every backend, is one, with no Jinja in it."""
+    prep = ROOT / "template" / "src" / "{{package_name}}" / "prep.py"
+    assert not JINJA_LEFTOVER.search(prep.read_text()), "template/.../prep.py holds Jinja: it is no plain Python"
+    listed = run_in(ROOT, sys.executable, "-m", "ruff", "check", "--no-cache", "--show-files", "template")
+    linted = {Path(line.strip()).name for line in listed.stdout.splitlines()}
+    assert {"prep.py", "{% if loader_backend == 'webdataset' %}storing.py{% endif %}"} <= linted, (
+        f"ruff does not read the template's plain Python in place: {sorted(linted)}"
+    )
+    assert_linted(ROOT / "template", "template's plain Python files, in place")
+
+
 TRAIN_LINES = 250  # train.py is the loop a researcher reads in one sitting; the harness and the recipe hold the rest
 
 

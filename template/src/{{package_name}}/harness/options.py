@@ -23,10 +23,11 @@ from .errors import DataError
 from .run_folder import read_config
 
 
-def option(default, help: str, parser=None):
-    """A field of a dataclass that `options_of` makes an option: its default, its help text, and
-    the parser of its value (a path's, say), if it needs one."""
-    return dataclasses.field(default=default, metadata={"help": help, "parser": parser})
+def option(default, help: str, parser=None, names: tuple[str, ...] = ()):
+    """A field of a dataclass that `options_of` makes an option: its default, its help text, the
+    parser of its value (a path's, say), if it needs one, and its option names when not typer's
+    (("--keep-order",): a flag without its --no- form)."""
+    return dataclasses.field(default=default, metadata={"help": help, "parser": parser, "names": names})
 
 
 def options_of(**groups: type) -> typing.Callable:
@@ -40,7 +41,9 @@ def options_of(**groups: type) -> typing.Callable:
         for kind in groups.values():
             hints = typing.get_type_hints(kind)
             for f in dataclasses.fields(kind):
-                option = typer.Option(help=f.metadata["help"], parser=f.metadata.get("parser"))
+                option = typer.Option(
+                    *f.metadata.get("names", ()), help=f.metadata["help"], parser=f.metadata.get("parser")
+                )
                 kind_of = inspect.Parameter.KEYWORD_ONLY
                 added.append(
                     inspect.Parameter(f.name, kind_of, default=f.default, annotation=Annotated[hints[f.name], option])

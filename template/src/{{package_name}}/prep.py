@@ -1,40 +1,27 @@
-"""Turn raw data into this project's {{ loader_backend }} format plus manifest.json.
+"""Turn raw data into this project's format (data/storing.py) plus manifest.json.
 
-    python -m {{ package_name }}.prep synthetic --out data
-    python -m {{ package_name }}.prep folder RAW_DIR --out data
-    python -m {{ package_name }}.prep table FILE.parquet --out data --label-column label
-    python -m {{ package_name }}.prep hf SOURCE --out data [--split train] [--image-column image]
-    python -m {{ package_name }}.prep webdataset SHARDS_DIR{% if loader_backend == 'webdataset' %} [--out data]      # no --out: in place{% else %} --out data{% endif %}
+    python -m <package>.prep synthetic --out data
+    python -m <package>.prep folder RAW_DIR --out data
+    python -m <package>.prep table FILE.parquet --out data --label-column label
+    python -m <package>.prep hf SOURCE --out data [--split train] [--image-column image]
+    python -m <package>.prep webdataset SHARDS_DIR --out data      # webdataset: no --out indexes them in place
 
 Payloads are stored as the source gave them (decoding happens in the DataLoader workers)
 and streamed one sample at a time, so a data set larger than memory can be prepared.
 The data set is written under a temporary name and renamed into place at the end, so an
 interrupted prep (even kill -9) leaves no folder a loader would accept; the next prep
 into the same place removes such leftovers. A held-out split goes to DIR/heldout.
-{%- if loader_backend == 'webdataset' %}
-
-`--out s3://BUCKET/PREFIX` writes into a bucket instead (object_store.py): each shard is
-uploaded when it is finished and then deleted, so prep needs local disk (TMPDIR) for one
-shard, the sample index and the labels, not for the data set (the storage shuffle also
-spills the data set to TMPDIR once: pass --keep-order to prepare more than the disk holds).
-The sample index and labels follow the shards, and manifest.json goes last, so an
-interrupted prep leaves a prefix without a manifest, which no run accepts.
-{%- endif %}
+What is the backend's own (its options, an --out elsewhere than a folder, shards indexed in
+place, a storage order other than the source's) is in data/storing.py, which every backend has.
 """
 
 from __future__ import annotations
 
 import contextlib
-{% if loader_backend == 'webdataset' -%}
-import functools
-{% endif -%}
 import os
 import shutil
 import socket
 import sys
-{%- if loader_backend == 'webdataset' %}
-import tempfile
-{%- endif %}
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,43 +31,32 @@ import numpy as np
 import typer
 from tqdm import tqdm
 
-from .data.manifest import LABELS, {% if loader_backend == 'webdataset' %}MANIFEST, {% endif %}ShardList, sha256_file, write_manifest
-from .data.sample import Sample, key_of
-{%- if loader_backend == 'webdataset' %}
-from .data.sample_sources import SOURCES
-{%- endif %}
+from .data.manifest import LABELS, ShardList, sha256_file, write_manifest
 from .harness.errors import DataError, reported_as_one_line
-from .sources import class_folders, hugging_face, {% if loader_backend == 'webdataset' %}in_place, {% endif %}synthetic_images, tables, wds_shards
-from .sources.source import Source, split_heldout
-from .sources.source_writer import SourceWriter
-{%- if loader_backend == 'webdataset' %}
-from .sources.storage_order import shuffled_samples
-{%- endif %}
-from .sources.verify import Verifier, default_processes
+from .harness.options import options_of
 
 # isort: split
-{%- if loader_backend == 'webdataset' %}
-from .data import object_store
-{%- endif %}
-from .data.{{ loader_backend }}_backend import FORMAT, {% if loader_backend == 'webdataset' %}SAMPLE_INDEX, SHARD_BYTES, {% endif %}SampleWriter{% if loader_backend == 'webdataset' %}, has_dataset, locate{% endif %}
+from .data.sample import Sample, key_of
+from .sources import class_folders, hugging_face, storing, synthetic_images, tables, wds_shards
+from .sources.source import Source, split_heldout
+from .sources.source_writer import SourceWriter
+from .sources.storing import FORMAT, Out, SampleWriter, ShardsOut, Storing
+from .sources.verify import Verifier, default_processes
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help=f"Turn raw data into this project's {FORMAT} format plus manifest.json.",
+)
 QUIET_BELOW = 10_000  # samples: smaller data sets are written without a progress bar
 LOG_EVERY_S = 30.0  # seconds between progress lines when stderr is not a terminal
 
-{%- if loader_backend == 'webdataset' %}
-Out = Annotated[
-    str,
-    typer.Option("--out", help="Folder to create (must not exist yet), or s3://BUCKET/PREFIX (must hold no data set)"),
-]
-{%- else %}
-Out = Annotated[Path, typer.Option("--out", help="Folder to create; must not exist yet")]
-{%- endif %}
 HeldoutFraction = Annotated[float, typer.Option(help="Fraction held out for evaluation (DIR/heldout)")]
 ImageColumn = Annotated[
     Optional[str],  # noqa: UP045 (typer reads the annotation at run time)
     typer.Option(help="Column holding the image bytes (default: the first Image, {bytes, path} or binary column)"),
 ]
+Seed = Annotated[int, typer.Option(help=f"Seed of the held-out split{storing.SEED_ALSO}")]
 Verify = Annotated[
     bool,
     typer.Option(
@@ -89,20 +65,6 @@ Verify = Annotated[
         "does not decode or decodes to another shape (--no-verify: skip, for a source checked before)",
     ),
 ]
-{%- if loader_backend == 'webdataset' %}
-NumShards = Annotated[
-    int, typer.Option(help="Shards to write (0: as many as give about --shard-bytes of payload each)")
-]
-ShardBytes = Annotated[int, typer.Option(help="Target payload bytes per shard when --num-shards is 0")]
-KeepOrder = Annotated[
-    bool,
-    typer.Option(
-        "--keep-order",
-        help="Store samples in the source's order, not shuffled with --seed (a label-sorted source then "
-        "makes shards of one class each; training still mixes them, see docs/webdataset.md)",
-    ),
-]
-{%- endif %}
 
 
 class Progress:
@@ -171,27 +133,19 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-{%- if loader_backend == 'webdataset' %}
-
-
-def shard_layout(num_shards: int, shard_bytes: int, keep_order: bool, seed: int) -> dict[str, Any]:
-    """prep's shard options, as write_dataset takes them: the storage order, then the SampleWriter's."""
-    return {"storage_seed": None if keep_order else seed, "num_shards": num_shards, "shard_bytes": shard_bytes}
-{%- endif %}
 
 
 def prepare(
     training: Source,
     heldout: Source | None,
-    out: {% if loader_backend == 'webdataset' %}str | {% endif %}Path,
+    out: str | Path,
     verify: bool = True,
     **options: Any,
 ) -> None:
-    """Write the training set to `out` and the held-out set to `out/heldout`, all or nothing."""
-{%- if loader_backend == 'webdataset' %}
-    if object_store.is_s3(out):
-        return prepare_in_bucket(training, heldout, str(out), verify=verify, **options)
-{%- endif %}
+    """Write the training set to `out` and the held-out set to `out/heldout`, all or nothing;
+    `options` are write_dataset's (Storing.settings), `out` a folder or where storing.py writes."""
+    if storing.prepare_elsewhere(training, heldout, out, write_dataset, verify, **options):
+        return
     out = Path(out).resolve()
     if out.exists():
         raise DataError(f"{out} already exists: pass a new --out folder, or delete it first")
@@ -206,53 +160,12 @@ def prepare(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     typer.echo(f"wrote {training.num_samples} training samples ({FORMAT}) to {out}")
-{%- if loader_backend == 'webdataset' %}
-
-
-class UploadedShards(ShardList):
-    """The manifest's shard entries; each shard, once written and closed, goes to the bucket
-    and leaves the local disk."""
-
-    def __init__(self, root: Path, url: str) -> None:
-        super().__init__(root)
-        self.root, self.url = root, url
-
-    def append(self, entry: dict[str, Any]) -> None:
-        object_store.put_file(self.root / entry["path"], locate(self.url, entry["path"]))
-        (self.root / entry["path"]).unlink()
-        super().append(entry)
-
-
-def prepare_in_bucket(training: Source, heldout: Source | None, url: str, verify: bool = True, **options: Any) -> None:
-    """Write the data set under s3://BUCKET/PREFIX: the shards as they are finished, then each set's
-    index and labels, the held-out manifest, and the training manifest last (see the module's docstring)."""
-    object_store.check_bucket(url)
-    if has_dataset(url):
-        raise DataError(f"{url} already holds a data set ({MANIFEST}): pass a new --out prefix, or delete it first")
-    sets = [(training, url, options)]
-    if heldout is not None:
-        sets.append((heldout, locate(url, "heldout"), {**options, "storage_seed": None}))
-    with tempfile.TemporaryDirectory(prefix="prep-s3-") as scratch:
-        for number, (source, where, settings) in enumerate(sets):
-            root = Path(scratch) / str(number)
-            uploaded = functools.partial(UploadedShards, url=where)
-            write_dataset(source, root, verify=verify, **settings, shard_list=uploaded)
-            for name in (LABELS, SOURCES, SAMPLE_INDEX):
-                object_store.put_file(root / name, locate(where, name))
-        for number, (_, where, _) in reversed(list(enumerate(sets))):  # the training manifest last
-            object_store.put_file(Path(scratch) / str(number) / MANIFEST, locate(where, MANIFEST))
-    typer.echo(f"wrote {training.num_samples} training samples ({FORMAT}) to {url}")
-{%- endif %}
 
 
 def samples_in_storage_order(source: Source, root: Path, storage_seed: int | None) -> Iterator[Sample]:
     if storage_seed is None:
         return source.samples()
-{%- if loader_backend == 'webdataset' %}
-    return shuffled_samples(source, root, storage_seed, Progress(source.num_samples, f"shuffling {root.name}"))
-{%- else %}
-    raise DataError(f"{FORMAT} stores samples in the source's order; shuffled storage is for webdataset")
-{%- endif %}
+    return storing.shuffled_samples(source, root, storage_seed, Progress(source.num_samples, f"shuffling {root.name}"))
 
 
 def write_dataset(
@@ -324,24 +237,23 @@ def write_dataset(
         del labels
 
 
-@app.command()
+@app.command(
+    help="The embedded default: PNG images of coloured shapes (32x32 unless --image-size), generated sorted by "
+    f"label (the worst case order{storing.SORTED_SOURCE})."
+)
+@options_of(storage=Storing)
 def synthetic(
     out: Out,
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
     num_samples: Annotated[int, typer.Option(help="Training samples")] = 2000,
     num_classes: Annotated[int, typer.Option(help="Classes")] = 10,
-    seed: Annotated[int, typer.Option(help="Seed of the generator{% if loader_backend == 'webdataset' %} and of the storage shuffle{% endif %}")] = 0,
+    seed: Annotated[int, typer.Option(help=f"Seed of the generator{storing.SEED_ALSO}")] = 0,
     heldout_samples: Annotated[int, typer.Option(help="Held-out samples (default: num_samples // 5)")] = -1,
     image_size: Annotated[
         int, typer.Option(help="Pixels a side (32: PNGs of 2.4 KB, 64: 9.4 KB; decode.py resizes them)")
     ] = synthetic_images.SYNTHETIC_SIZE,
-{%- if loader_backend == 'webdataset' %}
-    num_shards: NumShards = 0,
-    shard_bytes: ShardBytes = SHARD_BYTES,
-    keep_order: KeepOrder = False,
-{%- endif %}
     verify: Verify = True,
 ) -> None:
-    """The embedded default: PNG images of coloured shapes (32x32 unless --image-size), generated sorted by label (the worst case order{% if loader_backend == 'webdataset' %}: stored so with --keep-order{% endif %})."""
     with reported_as_one_line():
         if heldout_samples < 0:
             heldout_samples = max(num_samples // 5, num_classes)
@@ -351,20 +263,17 @@ def synthetic(
             if heldout_samples
             else None
         )
-        prepare(training, heldout, out, verify{% if loader_backend == 'webdataset' %}, **shard_layout(num_shards, shard_bytes, keep_order, seed){% endif %})
+        prepare(training, heldout, out, verify, **storage.settings(seed))
 
 
 @app.command()
+@options_of(storage=Storing)
 def folder(
     src: Annotated[Path, typer.Argument(help="Folder with one sub-folder per class")],
     out: Out,
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
     heldout_fraction: HeldoutFraction = 0.1,
-    seed: Annotated[int, typer.Option(help="Seed of the held-out split{% if loader_backend == 'webdataset' %} and of the storage shuffle{% endif %}")] = 0,
-{%- if loader_backend == 'webdataset' %}
-    num_shards: NumShards = 0,
-    shard_bytes: ShardBytes = SHARD_BYTES,
-    keep_order: KeepOrder = False,
-{%- endif %}
+    seed: Seed = 0,
     verify: Verify = True,
     keep_empty_classes: Annotated[
         bool, typer.Option("--keep-empty-classes", help="Keep a class folder without files as a class of 0 samples")
@@ -373,22 +282,19 @@ def folder(
     """A class-folder tree: SRC/<class>/<file>.jpg|png|webp|npy|txt, stored byte for byte."""
     with reported_as_one_line():
         training, heldout = split_heldout(class_folders.folder(src, keep_empty_classes), heldout_fraction, seed)
-        prepare(training, heldout, out, verify{% if loader_backend == 'webdataset' %}, **shard_layout(num_shards, shard_bytes, keep_order, seed){% endif %})
+        prepare(training, heldout, out, verify, **storage.settings(seed))
 
 
 @app.command()
+@options_of(storage=Storing)
 def table(
     file: Annotated[Path, typer.Argument(help="A .parquet, .arrow, .jsonl or .csv file")],
     out: Out,
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
     label_column: Annotated[str, typer.Option(help="Column holding the class label")] = "label",
     image_column: ImageColumn = None,
     heldout_fraction: HeldoutFraction = 0.1,
-    seed: Annotated[int, typer.Option(help="Seed of the held-out split{% if loader_backend == 'webdataset' %} and of the storage shuffle{% endif %}")] = 0,
-{%- if loader_backend == 'webdataset' %}
-    num_shards: NumShards = 0,
-    shard_bytes: ShardBytes = SHARD_BYTES,
-    keep_order: KeepOrder = False,
-{%- endif %}
+    seed: Seed = 0,
     verify: Verify = True,
 ) -> None:
     """A table: each row's numeric columns become one float32 .npy payload, --label-column the class;
@@ -396,10 +302,11 @@ def table(
     with reported_as_one_line():
         table = tables.table(file, label_column, image_column)
         training, heldout = split_heldout(table, heldout_fraction, seed)
-        prepare(training, heldout, out, verify{% if loader_backend == 'webdataset' %}, **shard_layout(num_shards, shard_bytes, keep_order, seed){% endif %})
+        prepare(training, heldout, out, verify, **storage.settings(seed))
 
 
 @app.command()
+@options_of(storage=Storing)
 def hf(
     source: Annotated[
         str,
@@ -409,65 +316,45 @@ def hf(
         ),
     ],
     out: Out,
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
     split: Annotated[str, typer.Option(help="The split to prepare")] = "train",
     image_column: ImageColumn = None,
     label_column: Annotated[
         str, typer.Option(help="Column holding the class (default: label, else the first ClassLabel)")
     ] = "label",
     heldout_fraction: HeldoutFraction = 0.1,
-    seed: Annotated[int, typer.Option(help="Seed of the held-out split{% if loader_backend == 'webdataset' %} and of the storage shuffle{% endif %}")] = 0,
-{%- if loader_backend == 'webdataset' %}
-    num_shards: NumShards = 0,
-    shard_bytes: ShardBytes = SHARD_BYTES,
-    keep_order: KeepOrder = False,
-{%- endif %}
+    seed: Seed = 0,
     verify: Verify = True,
 ) -> None:
     """A Hugging Face image data set: the Image column's stored bytes as payloads (never re-encoded), ClassLabel names as classes."""
     with reported_as_one_line():
         images = hugging_face.hf(source, split, image_column, label_column)
         training, heldout = split_heldout(images, heldout_fraction, seed)
-        prepare(training, heldout, out, verify{% if loader_backend == 'webdataset' %}, **shard_layout(num_shards, shard_bytes, keep_order, seed){% endif %})
+        prepare(training, heldout, out, verify, **storage.settings(seed))
 
 
-@app.command()
+@app.command(help=f"Existing WebDataset shards: {storing.SHARDS}.")
+@options_of(storage=Storing)
 def webdataset(
     src: Annotated[Path, typer.Argument(help="A folder of .tar shards as webdataset's ShardWriter writes them")],
-{%- if loader_backend == 'webdataset' %}
-    out: Annotated[
-        Optional[{% if loader_backend == 'webdataset' %}str{% else %}Path{% endif %}],  # noqa: UP045 (typer reads the annotation at run time)
-        typer.Option("--out", help="Convert into this new folder{% if loader_backend == 'webdataset' %} or s3://BUCKET/PREFIX{% endif %} (default: index in place)"),
-    ] = None,
-{%- else %}
-    out: Out,
-{%- endif %}
+    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
+    out: ShardsOut = None,
     label_member: Annotated[str, typer.Option(help="The member holding each sample's label (decimal text)")] = "cls",
     label_field: Annotated[
         Optional[str],  # noqa: UP045 (typer reads the annotation at run time)
         typer.Option(help="Take the label from this field of each sample's .json member instead"),
     ] = None,
     heldout_fraction: HeldoutFraction = 0.1,
-    seed: Annotated[int, typer.Option(help="Seed of the held-out split{% if loader_backend == 'webdataset' %} and of the storage shuffle{% endif %}")] = 0,
-{%- if loader_backend == 'webdataset' %}
-    num_shards: NumShards = 0,
-    shard_bytes: ShardBytes = SHARD_BYTES,
-    keep_order: KeepOrder = False,
-{%- endif %}
+    seed: Seed = 0,
     verify: Verify = True,
 ) -> None:
-    """Existing WebDataset shards: {% if loader_backend == 'webdataset' %}indexed where they are (manifest.json and the sample index beside them, every shard byte-identical), or with --out{% else %}with --out,{% endif %} converted into this project's format."""
     with reported_as_one_line():
-{%- if loader_backend == 'webdataset' %}
         if out is None:
-            if (label_member, label_field) != ("cls", None):
-                raise DataError("shards indexed in place take their labels from .cls: convert with --out DIR instead")
-            count = in_place.index_in_place(src, verify)
-            typer.echo(f"indexed {count} samples ({FORMAT}) in place in {src.resolve()}: train with --data {src}")
+            storing.index_in_place(src, label_member, label_field, verify)
             return
-{%- endif %}
         shards = wds_shards.webdataset(src, label_member, label_field)
         training, heldout = split_heldout(shards, heldout_fraction, seed)
-        prepare(training, heldout, out, verify{% if loader_backend == 'webdataset' %}, **shard_layout(num_shards, shard_bytes, keep_order, seed){% endif %})
+        prepare(training, heldout, out, verify, **storage.settings(seed))
 
 
 if __name__ == "__main__":
