@@ -737,8 +737,16 @@ def start(argv: list[str]) -> int:
 def preflight(module: str, world_size: int, training_options: list[str]) -> int:
     """The training module's checks of the training options and the data for `world_size` ranks (its
     hidden --preflight), before the run folder is locked or a rank starts: 0 when they pass, else the
-    exit code, its one `error:` line printed (or typer's usage error, as train.sh's own)."""
-    app = command_line(module)
+    exit code, its one `error:` line printed (or typer's usage error, as train.sh's own).
+
+    A Ctrl-C while the module imports torch waits for the import to end (HeldSignals): raised in the
+    middle of it, where torch's C++ calls back into Python, its exception can be lost (the run
+    trains on) or end the launcher with SIGABRT and a trace of the import."""
+    held = HeldSignals()
+    try:
+        app = command_line(module)
+    finally:
+        held.release()  # main says which signal stopped train.sh
     try:
         app(["--preflight", str(world_size), *training_options], prog_name="train.sh")
     except SystemExit as end:  # typer ends every command this way, passing or not
