@@ -182,7 +182,7 @@ FLOOR = re.compile(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?>=([0-9][^,;]*)")
 def floor_pins(requirements: list[str]) -> list[str]:
     """Each `name>=X` requirement held to its floor's release series, `name==X.*` (pip cannot pick
     the lowest version itself; `==X` alone would miss `0.9.0.6` for `>=0.9`). torch is left out:
-    it is the build of the machine."""
+    it is the build of the machine, pinned by CONSTRAINTS to the project's floor (test_rendering.py)."""
     pins = []
     for requirement in requirements:
         found = FLOOR.match(requirement.replace(" ", ""))
@@ -193,8 +193,10 @@ def floor_pins(requirements: list[str]) -> list[str]:
 
 @nox.session
 def floors(session: nox.Session) -> None:
-    """The default project with the lowest version its pyproject allows of every dependency but
-    torch (and of its test extra), running its tests that start no processes."""
+    """The default project with the lowest version its pyproject allows of every dependency (and of
+    its test extra), running its tests that start no processes. torch is CONSTRAINTS' build, which is
+    its floor: the launcher builds on torchrun's internals, so the project allows only the torch that
+    `nox -s test` runs its process tests on."""
     project = Path(session.create_tmp()).resolve() / "floors-project"
     shutil.rmtree(project, ignore_errors=True)  # this session's own scratch folder, made by the last floors
     install(session, "copier>=9")

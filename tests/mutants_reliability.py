@@ -104,6 +104,17 @@ MUTANTS = [
         **LAUNCH_ONLY,
         only_test="tests/test_shell_scripts.py::test_the_gpu_smoke_test_reports_the_device_and_both_rates",
     ),
+    # Another torch: what the launcher uses of torchrun's private internals must be there, as in 2.13.
+    Mutant(
+        "torchrun-internal-gone-accepted",
+        "the check of torchrun's private internals takes one that is gone for present: under another "
+        "torch the launcher patches or forks through it and fails with a traceback, instead of warning "
+        "and running torchrun alone",
+        function="torchrun_internals_missing",
+        edits=(("            found = False\n", "            found = True\n"),),
+        **LAUNCH_ONLY,
+        only_test="tests/test_launch.py::test_a_torchrun_internal_that_is_gone_or_changed_is_named",
+    ),
     Mutant(
         "lock-ignored",
         "a second train.sh on one run folder is not refused: two runs write one folder",
@@ -126,7 +137,9 @@ MUTANTS = [
         "preflight-of-one-node",
         "the data are checked for one node's ranks, not every node's: a run too big for them starts",
         function="start",
-        edits=(("preflight(layout.nnodes * layout.nproc_per_node,", "preflight(layout.nproc_per_node,"),),
+        edits=(
+            ("preflight(module, layout.nnodes * layout.nproc_per_node,", "preflight(module, layout.nproc_per_node,"),
+        ),
         **LAUNCH_ONLY,
         only_test="tests/test_multinode.py::test_the_data_is_checked_for_the_ranks_of_every_node_before_any_rank_starts",
     ),

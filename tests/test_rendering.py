@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,20 @@ def test_answers_file_and_executable_launch_script(rendered, backend: str, sampl
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
     assert answers["loader_backend"] == backend and answers["sampler"] == sampler, f"answers file: {answers}"
     assert os.access(project / "train.sh", os.X_OK), "train.sh lost its executable bit"
+
+
+@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+def test_the_lowest_torch_a_project_allows_is_the_torch_its_tests_run_on(rendered, backend: str, sampler: str) -> None:
+    # harness/launch.py builds on torchrun's private internals as this release has them: the floor
+    # is what CI's process tests (launch, restart, resume) prove, not an older torch nobody ran.
+    declared = tomllib.loads((rendered(backend, sampler) / "pyproject.toml").read_text())["project"]["dependencies"]
+    floors = [found.group(1) for r in declared if (found := re.fullmatch(r"torch>=([0-9.]+)", r.replace(" ", "")))]
+    pinned = re.findall(r"^torch==([0-9.]+)$", (ROOT / ".ci" / "constraints.txt").read_text(), re.MULTILINE)
+    assert len(floors) == 1 and len(pinned) == 1, f"torch requirements {declared}, CI's pins {pinned}"
+    assert floors[0].split(".")[:2] == pinned[0].split(".")[:2], (
+        f"{backend}/{sampler}: the project allows torch>={floors[0]}, but CI tests torch {pinned[0]}: "
+        "raise the floor to the tested release (or test the floor)"
+    )
 
 
 def assert_linted(project: Path, what: str) -> None:

@@ -1,11 +1,22 @@
 """torchrun on one node or several, with failures and restarts reported in one line each.
 
-train.sh runs `python -m <package>.harness.launch --preflight --nproc-per-node N [--nnodes M --node-rank R
---master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] <training options>`. With
---preflight it first runs train.py's checks of the options and the data for the ranks of all nodes
-(M x N), in this process: one interpreter importing torch, not two, before any rank starts. Then it
-starts torchrun's own launcher (torch.distributed.run) in this process, so rendezvous, the ranks'
-environment, stopping the other ranks when one fails and restarting them are torchrun's.
+train.sh runs `python -m <package>.harness.launch --preflight --module <package>.train --nproc-per-node N
+[--nnodes M --node-rank R --master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] <training
+options>`. --module names the training module, as torchrun's -m does: the launcher imports it by that
+name where it needs it, not statically (nothing here imports the code above the harness). With --preflight it first runs the module's checks of
+the options and the data for the ranks of all nodes (M x N), in this process: one interpreter importing
+torch, not two, before any rank starts. Then it starts torchrun's own launcher (torch.distributed.run)
+in this process, so rendezvous, the ranks' environment, stopping the other ranks when one fails and
+restarting them are torchrun's.
+
+The one-line restart reports and the forked ranks below rest on torchrun's private internals (its
+agent's _monitor_workers, _restart_workers, ...: report_restarts, fork_ranks); torch offers no public
+hook for either, and forking saves seconds of CPU a rank at every start. So pyproject.toml requires the
+torch release the tests run (2.13), and before a launch torchrun_internals_missing checks each private
+name it uses: under a torch that lacks or changed one, the launch warns in one line and runs torchrun
+as torch documents it, which still trains and restarts, with new interpreters for ranks, torchrun's
+own logs, and a bad input restarted like a crash.
+
 What changes is what the user reads:
 
 - A rank that meets bad data or a bad option appends its `error: ...` line to a file this
@@ -46,6 +57,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
+import inspect
 import logging
 import os
 import shutil
@@ -55,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,21 +96,25 @@ class Layout:
     rdzv_timeout: int = 300  # seconds every node waits for the others (RDZV_TIMEOUT)
 
 
-OPTIONS = {f"--{name.replace('_', '-')}": name for name in Layout.__dataclass_fields__}
+OPTIONS = {f"--{name.replace('_', '-')}": name for name in Layout.__dataclass_fields__} | {"--module": "module"}
 
 
 def usage() -> str:
     return (
-        f"usage: python -m {__package__}.launch [--preflight] --nproc-per-node N [--nnodes M --node-rank R "
-        "--master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] [training options]"
+        f"usage: python -m {__package__}.launch [--preflight] --module PACKAGE.train --nproc-per-node N [--nnodes M "
+        "--node-rank R --master-addr HOST --master-port P --max-restarts K --rdzv-timeout S] [training options]"
     )
 
 
-def parse(argv: list[str]) -> tuple[Layout, list[str]] | None:
-    """The launcher's options (they come first), and the training options after them; None if malformed."""
+def parse(argv: list[str]) -> tuple[Layout, str, list[str]] | None:
+    """The launcher's options (they come first), the training module they name (--module, as torchrun's
+    -m) and the training options after them; None if malformed."""
     given: dict[str, str] = {}
     while len(argv) >= 2 and argv[0] in OPTIONS:
         given[OPTIONS[argv[0]]], argv = argv[1], argv[2:]
+    module = given.pop("module", "")
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        return None
     numbers = {name: value for name, value in given.items() if name != "master_addr"}
     if "nproc_per_node" not in given or not all(value.isdigit() for value in numbers.values()):
         return None
@@ -105,7 +123,7 @@ def parse(argv: list[str]) -> tuple[Layout, list[str]] | None:
         return None
     if not 0 < layout.master_port < 65536 or not layout.master_addr:
         return None
-    return layout, argv
+    return layout, module, argv
 
 
 def rendezvous_arguments(layout: Layout) -> list[str]:
@@ -144,11 +162,11 @@ def rendezvous_arguments(layout: Layout) -> list[str]:
     ]  # fmt: skip
 
 
-def torchrun_arguments(layout: Layout, training_options: list[str], log_dir: Path) -> list[str]:
+def torchrun_arguments(layout: Layout, module: str, training_options: list[str], log_dir: Path) -> list[str]:
     return [
         *rendezvous_arguments(layout),
         "--nproc-per-node", str(layout.nproc_per_node), "--max-restarts", str(layout.max_restarts),
-        "--log-dir", str(log_dir), "-m", f"{PACKAGE}.train", *training_options,
+        "--log-dir", str(log_dir), "-m", module, *training_options,
     ]  # fmt: skip
 
 
@@ -303,6 +321,88 @@ def restart_line(failures: dict | None, restarts_left: int, nnodes: int) -> str:
     return f"restart: {first_failure(failures, nnodes) or OTHER_NODE}; restarting all ranks, {left}"
 
 
+# torch's private names that report_restarts and fork_ranks build on, as torch 2.13 has them (the
+# release pyproject.toml requires and the tests run). Another torch may rename or change any of them
+# without notice; torchrun_internals_missing finds that before the launch relies on them.
+HANDLER_PARAMETERS = ("entrypoint", "args", "env", "stdout", "stderr", "local_rank_id", "numa_options")
+# What torch 2.13 calls on a rank's process: ForkedRank answers poll and wait (send_signal: on Windows only).
+PROC_CALLS = {"poll", "wait", "send_signal"}
+
+
+def code_names(function: Callable) -> set[str]:
+    """The globals and attributes a function's code names, its comprehensions' included."""
+    found, codes = set(), [function.__code__]
+    while codes:
+        code = codes.pop()
+        found.update(code.co_names)
+        codes += [const for const in code.co_consts if isinstance(const, types.CodeType)]
+    return found
+
+
+def parameters(function: Callable) -> tuple[str, ...]:
+    return tuple(inspect.signature(function).parameters)
+
+
+def torchrun_internals_missing() -> list[str]:
+    """The private parts of torchrun that report_restarts and fork_ranks use and this torch lacks, or
+    has with another signature or use: [] for torch 2.13."""
+    try:
+        from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+        from torch.distributed.elastic.multiprocessing import api
+        from torch.distributed.elastic.multiprocessing.subprocess_handler import SubprocessHandler
+        from torch.distributed.launcher import api as launcher_api
+    except ImportError as err:
+        return [f"module {err.name}"]
+
+    def proc_calls() -> set[str]:
+        popen = {name for name in dir(subprocess.Popen) if not name.startswith("_")}
+        functions = [f for cls in (api.SubprocessContext, SubprocessHandler) for f in vars(cls).values()]
+        return {name for f in functions if inspect.isfunction(f) for name in code_names(f) & popen}
+
+    agent = LocalElasticAgent
+    expected: dict[str, Callable[[], bool]] = {
+        "launcher.api.LocalElasticAgent": lambda: "LocalElasticAgent" in code_names(launcher_api.launch_agent),
+        "LocalElasticAgent._start_workers": lambda: parameters(agent._start_workers) == ("self", "worker_group"),
+        "LocalElasticAgent._monitor_workers": lambda: parameters(agent._monitor_workers) == ("self", "worker_group"),
+        "LocalElasticAgent._restart_workers": lambda: parameters(agent._restart_workers) == ("self", "worker_group"),
+        "LocalElasticAgent._shutdown": lambda: parameters(agent._shutdown)[:3] == ("self", "death_sig", "timeout"),
+        # the agent's loop reads the restarts left, and restarts through _restart_workers
+        "LocalElasticAgent._remaining_restarts": lambda: (
+            {"_remaining_restarts", "_restart_workers", "_monitor_workers"} <= code_names(agent._invoke_run)
+        ),
+        "multiprocessing.api.get_subprocess_handler": lambda: (
+            parameters(api.get_subprocess_handler) == HANDLER_PARAMETERS
+            and "get_subprocess_handler" in code_names(api.SubprocessContext._start)
+        ),
+        "SubprocessHandler.__init__": lambda: (
+            parameters(SubprocessHandler.__init__)[1:] == HANDLER_PARAMETERS
+            and {"_stdout", "_stderr", "_popen", "proc"} <= code_names(SubprocessHandler.__init__)
+        ),
+        "SubprocessHandler._popen": lambda: parameters(SubprocessHandler._popen) == ("self", "args", "env"),
+        "SubprocessHandler.proc": lambda: proc_calls() <= PROC_CALLS,
+    }
+    missing = []
+    for name, holds in expected.items():
+        try:
+            found = holds()
+        except (AttributeError, TypeError, ValueError):  # gone, or no longer a function
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def torchrun_as_documented(missing: list[str]) -> str:
+    """The warning that the launch goes on with torchrun alone, without what `missing` would give."""
+    import torch
+
+    return (
+        f"warning: torch {torch.__version__} lacks or changed torchrun internals this launcher was written "
+        f"for (torch 2.13): {', '.join(missing)}; running torchrun as torch documents it, without the "
+        "one-line restart reports (torchrun logs its own) and without forked ranks (each rank imports torch anew)"
+    )
+
+
 RANK_GROUPS: set[int] = set()  # the process groups of every rank this launcher started
 
 
@@ -312,6 +412,7 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
     The agent's hooks are private: `_monitor_workers` returns the state of this node's ranks
     (their failures, by global rank), `_restart_workers` is called for each restart, after the
     count of restarts left went down (or not: a restart that another node asked for is free).
+    launch calls this only when torchrun_internals_missing finds them all.
     """
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.launcher import api
@@ -374,7 +475,7 @@ PR_SET_NAME = 15  # Linux's prctl option that names the calling process (/proc/P
 
 def as_new_interpreter(env: dict[str, str], launchers_own: tuple[int, ...]) -> None:
     """In a process just forked from this launcher: what a rank that torchrun starts as `python -u
-    -m PACKAGE.train` has and the fork would not. `env`: the rank's whole environment (this
+    -m MODULE` has and the fork would not. `env`: the rank's whole environment (this
     launcher's and RANK, WORLD_SIZE, ...); `launchers_own`: file descriptors that stay the
     launcher's alone (the run folder's lock: a rank that held it too would keep a killed launcher's
     run locked until the rank and its DataLoader workers are gone)."""
@@ -405,14 +506,19 @@ def as_new_interpreter(env: dict[str, str], launchers_own: tuple[int, ...]) -> N
         ctypes.CDLL(None).prctl(PR_SET_NAME, f"rank {env.get('RANK', '?')}".encode(), 0, 0, 0)
 
 
-def become_rank(arguments: list[str]) -> None:
+def command_line(module: str) -> Callable[..., object]:
+    """The training module's command line (a typer app): `app`, which its `python -m` run calls."""
+    return importlib.import_module(module).app
+
+
+def become_rank(module: str, arguments: list[str]) -> None:
     """In a process forked from this launcher and made a new interpreter (as_new_interpreter): run
-    the rank torchrun would start as `python -u -m PACKAGE.train ARGUMENTS`; ends the process."""
-    from ..train import app
+    the rank torchrun would start as `python -u -m MODULE ARGUMENTS`; ends the process."""
     from .rank_exit import run_then_exit
 
-    sys.argv = [f"{PACKAGE}.train", *arguments]
-    run_then_exit(lambda: app(args=arguments, prog_name=f"python -m {PACKAGE}.train"))
+    app = command_line(module)
+    sys.argv = [module, *arguments]
+    run_then_exit(lambda: app(args=arguments, prog_name=f"python -m {module}"))
 
 
 class HeldSignals:
@@ -478,11 +584,12 @@ def fork_as_rank(env: dict[str, str], launchers_own: tuple[int, ...], run: Calla
     return ForkedRank(pid)
 
 
-def fork_ranks(launchers_own: tuple[int, ...]) -> None:
-    """Have torchrun's agent fork every rank from this process (become_rank) rather than start a new
-    interpreter for it. The agent starts, watches, stops and restarts them as it does the processes
-    it starts itself: through a SubprocessHandler whose `proc` it polls, waits for and signals by
-    process group."""
+def fork_ranks(module: str, launchers_own: tuple[int, ...]) -> None:
+    """Have torchrun's agent fork every rank (`python -u -m MODULE ...`) from this process
+    (become_rank) rather than start a new interpreter for it. The agent starts, watches, stops and
+    restarts them as it does the processes it starts itself: through a SubprocessHandler whose
+    `proc` it polls, waits for and signals by process group. launch calls this only when
+    torchrun_internals_missing finds what it uses."""
     # Imported once here, not in every rank: the training module, and torch._dynamo, which torch.optim
     # imports when a rank makes its optimizer (Optimizer.__init__), as long to import as torch itself.
     # Its import makes torch's compile cache folder (unless TORCHINDUCTOR_CACHE_DIR names one) in
@@ -496,15 +603,15 @@ def fork_ranks(launchers_own: tuple[int, ...]) -> None:
     from torch.distributed.elastic.multiprocessing import api
     from torch.distributed.elastic.multiprocessing.subprocess_handler import SubprocessHandler
 
-    from .. import train  # noqa: F401
+    importlib.import_module(module)
 
-    rank_command = ("-u", "-m", f"{PACKAGE}.train")  # torchrun_arguments' -m, as torchrun runs it
+    rank_command = ("-u", "-m", module)  # torchrun_arguments' -m, as torchrun runs it
 
     class ForkingHandler(SubprocessHandler):
         def _popen(self, args: tuple, env: dict[str, str]):
             if tuple(args[1:4]) != rank_command or self._stdout or self._stderr:  # not a rank, or redirected
                 return super()._popen(args, env)
-            return fork_as_rank(env, launchers_own, lambda: become_rank(list(args[4:])))
+            return fork_as_rank(env, launchers_own, lambda: become_rank(module, list(args[4:])))
 
     def handler(entrypoint, args, env, stdout, stderr, local_rank_id, numa_options=None) -> SubprocessHandler:
         return ForkingHandler(entrypoint, args, env, stdout, stderr, local_rank_id, numa_options)
@@ -594,7 +701,7 @@ def start(argv: list[str]) -> int:
     if parsed is None:
         print(usage(), file=sys.stderr)
         return 2
-    layout, training_options = parsed
+    layout, module, training_options = parsed
     too_long = temporary_too_long(Path(tempfile.gettempdir()))
     if too_long:
         print(too_long, file=sys.stderr)
@@ -607,7 +714,7 @@ def start(argv: list[str]) -> int:
     if layout.nnodes > 1 and cpp_log_level is None:
         os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
     if checks:
-        failed = preflight(layout.nnodes * layout.nproc_per_node, training_options)
+        failed = preflight(module, layout.nnodes * layout.nproc_per_node, training_options)
         if failed:
             return failed
     from .run_folder import lock, unlock  # imports torch: after the usage line
@@ -621,18 +728,25 @@ def start(argv: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        return launch(layout, training_options, cpp_log_level, () if held is None else (held,))
+        return launch(layout, module, training_options, cpp_log_level, () if held is None else (held,))
     finally:
         if held is not None:
             unlock(run_dir, held)
 
 
-def preflight(world_size: int, training_options: list[str]) -> int:
-    """train.py's checks of the training options and the data for `world_size` ranks (its hidden
-    --preflight), before the run folder is locked or a rank starts: 0 when they pass, else the
-    exit code, its one `error:` line printed (or typer's usage error, as train.sh's own)."""
-    from ..train import app
+def preflight(module: str, world_size: int, training_options: list[str]) -> int:
+    """The training module's checks of the training options and the data for `world_size` ranks (its
+    hidden --preflight), before the run folder is locked or a rank starts: 0 when they pass, else the
+    exit code, its one `error:` line printed (or typer's usage error, as train.sh's own).
 
+    A Ctrl-C while the module imports torch waits for the import to end (HeldSignals): raised in the
+    middle of it, where torch's C++ calls back into Python, its exception can be lost (the run
+    trains on) or end the launcher with SIGABRT and a trace of the import."""
+    held = HeldSignals()
+    try:
+        app = command_line(module)
+    finally:
+        held.release()  # main says which signal stopped train.sh
     try:
         app(["--preflight", str(world_size), *training_options], prog_name="train.sh")
     except SystemExit as end:  # typer ends every command this way, passing or not
@@ -640,8 +754,11 @@ def preflight(world_size: int, training_options: list[str]) -> int:
     return 0
 
 
-def launch(layout: Layout, training_options: list[str], cpp_log_level: str | None, locks: tuple[int, ...]) -> int:
-    """torchrun with this node's layout; the exit code (main holds the run folder meanwhile: `locks`)."""
+def launch(
+    layout: Layout, module: str, training_options: list[str], cpp_log_level: str | None, locks: tuple[int, ...]
+) -> int:
+    """torchrun running `module` with this node's layout; the exit code (main holds the run folder
+    meanwhile: `locks`)."""
     # Imported here: torch takes seconds to import, and the usage line needs none of it.
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -656,12 +773,16 @@ def launch(layout: Layout, training_options: list[str], cpp_log_level: str | Non
     else:
         os.environ["TORCH_CPP_LOG_LEVEL"] = cpp_log_level
 
-    # torchrun logs each failed rank, the SIGTERM it sends the others and every step of a restart
-    # (with tracebacks of what it retries); this launcher reports all of that itself, in one line.
-    # Its records end here instead of reaching torch's handler; the ranks are other processes.
-    for name in ("torch.distributed.elastic", "torch.distributed.launcher", "torch.distributed.run"):
-        logging.getLogger(name).addHandler(logging.NullHandler())
-        logging.getLogger(name).propagate = False
+    missing = torchrun_internals_missing()
+    if missing:  # another torch: torchrun alone, which reports restarts itself
+        print(torchrun_as_documented(missing), file=sys.stderr, flush=True)
+    else:
+        # torchrun logs each failed rank, the SIGTERM it sends the others and every step of a restart
+        # (with tracebacks of what it retries); this launcher reports all of that itself, in one line.
+        # Its records end here instead of reaching torch's handler; the ranks are other processes.
+        for name in ("torch.distributed.elastic", "torch.distributed.launcher", "torch.distributed.run"):
+            logging.getLogger(name).addHandler(logging.NullHandler())
+            logging.getLogger(name).propagate = False
     # A new store for the ranks of every restart, hosted by their rank 0: in the store torchrun's
     # agent would share across restarts (its default), the ranks of the node that restarts first
     # find the addresses of the other node's dead ranks and fail to connect (rendezvous_arguments).
@@ -683,14 +804,15 @@ def launch(layout: Layout, training_options: list[str], cpp_log_level: str | Non
     # torchrun's own default for several ranks per node, set here so that it does not warn about
     # it on every launch; export OMP_NUM_THREADS to give each rank more threads.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    report_restarts(error_file, layout.nnodes)
-    if not cuda_available():
-        fork_ranks(locks)
+    if not missing:
+        report_restarts(error_file, layout.nnodes)
+        if not cuda_available():
+            fork_ranks(module, locks)
     # Several nodes: each says it is there, by NODE_RANK, in the rendezvous's store (arrivals.py).
     arrivals = Arrivals(layout.master_addr, layout.master_port, layout.nnodes, layout.node_rank)
     try:
         with arrivals if layout.nnodes > 1 else contextlib.nullcontext():
-            run(parse_args(torchrun_arguments(layout, training_options, log_dir=scratch / "torchrun")))
+            run(parse_args(torchrun_arguments(layout, module, training_options, log_dir=scratch / "torchrun")))
         return 0
     except ChildFailedError as failed:
         causes = reported_causes(error_file)
