@@ -168,11 +168,6 @@ FORBIDDEN_IMPORTS = {
         "checks/ imports nothing from sources/ or the commands",
     ),
 }
-# harness/launch.py still imports train.py (the launch branch passes the training module as an
-# argument instead): remove this exemption when that lands.
-EXEMPT_IMPORTS = {("harness.launch", "train")}
-
-
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
 def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: str) -> None:
     package = rendered(backend, sampler) / "src" / PACKAGE
@@ -181,7 +176,7 @@ def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: 
     for module, targets in imports.items():
         rule = FORBIDDEN_IMPORTS.get(layer(module))
         for target in sorted(targets):
-            if rule and rule[0](target) and (module, target) not in EXEMPT_IMPORTS:
+            if rule and rule[0](target):
                 raise AssertionError(
                     f"{backend}/{sampler}: {modules[module].relative_to(package)} imports {target}: {rule[1]}"
                 )
@@ -195,8 +190,7 @@ def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: 
         if module in done:
             return
         for target in sorted(imports[module]):
-            if (module, target) not in EXEMPT_IMPORTS:
-                visit(target, [*path, module])
+            visit(target, [*path, module])
         done.add(module)
 
     for module in imports:
