@@ -330,8 +330,8 @@ MUTANTS += [
     Mutant(
         "ddp-bypassed",
         "the forward pass goes through model.module: DDP never synchronises the gradients",
-        "optimizer_step",
-        (("                logits = model(xs)", "                logits = model.module(xs)"),),
+        "Recipe.step",
+        (("                    logits = model(xs)", "                    logits = model.module(xs)"),),
         backends=("arrow",),  # recipe.py's step is the same for every backend: one render suffices
         samplers=("global",),
         only_test="tests/test_train_end_to_end.py",

@@ -30,11 +30,11 @@ MUTANTS = [
     Mutant(
         "accumulation-all-reduces-every-micro-batch",
         "every micro-batch's backward all-reduces the gradients: --accumulate N costs N all-reduces a step",
-        function="optimizer_step",
+        function="Recipe.step",
         edits=(
             (
-                "        with model.no_sync() if i < len(micro) - 1 else contextlib.nullcontext():",
-                "        with contextlib.nullcontext():",
+                "            with model.no_sync() if i < len(micro) - 1 else contextlib.nullcontext():",
+                "            with contextlib.nullcontext():",
             ),
         ),
         backends=("arrow",),
@@ -44,11 +44,11 @@ MUTANTS = [
     Mutant(
         "accumulation-steps-every-micro-batch",
         "the optimizer steps after every micro-batch: --accumulate N is N smaller steps, not one of the batch",
-        function="optimizer_step",
+        function="Recipe.step",
         edits=(
             (
-                "        correct += recipe.correct(logits, ys)\n",
-                "        correct += recipe.correct(logits, ys)\n        optimizer.step()\n",
+                "            correct += self.correct(logits, ys)\n",
+                "            correct += self.correct(logits, ys)\n            optimizer.step()\n",
             ),
         ),
         backends=("arrow",),

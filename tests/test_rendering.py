@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -116,7 +117,16 @@ def test_the_templates_plain_python_is_linted_where_it_is() -> None:
     assert_linted(ROOT / "template", "template's plain Python files, in place")
 
 
-TRAIN_LINES = 250  # train.py is the loop a researcher reads in one sitting; the harness and the recipe hold the rest
+# train.py is the loop a researcher reads in one sitting; the harness and the recipe hold the rest
+TRAIN_LINES, LOOP_LINES = 180, 60  # the file; its train() function
+HELP_PANELS = ("Run", "Recipe", "Reading")  # the option groups, each a panel of ./train.sh --help
+
+
+def function_lines(path: Path, name: str) -> int:
+    """The lines of the module-level function `name` in `path`, its signature included."""
+    found = [node for node in ast.parse(path.read_text()).body if getattr(node, "name", None) == name]
+    assert len(found) == 1, f"{path.name} defines {len(found)} functions named {name}"
+    return found[0].end_lineno - found[0].lineno + 1
 
 
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
@@ -126,11 +136,13 @@ def test_the_training_loop_is_one_short_file_and_the_package_shows_its_parts(
     package = rendered(backend, sampler) / "src" / PACKAGE
     lines = len((package / "train.py").read_text().splitlines())
     assert lines <= TRAIN_LINES, f"{backend}/{sampler}: train.py holds {lines} lines, more than {TRAIN_LINES}"
+    loop = function_lines(package / "train.py", "train")
+    assert loop <= LOOP_LINES, f"{backend}/{sampler}: train() holds {loop} lines, more than {LOOP_LINES}"
     top = {p.name for p in package.iterdir()}
     for researchers in ("recipe.py", "model.py", "transforms.py", "train.py"):
         assert researchers in top, f"{backend}/{sampler}: {researchers} is not at the top of the package"
     for folder, parts in (
-        ("harness", {"launch.py", "checkpoint.py", "run_folder.py"}),
+        ("harness", {"launch.py", "checkpoint.py", "run_folder.py", "run_options.py", "tally.py"}),
         ("data", {"loader.py", "sampling.py", "decode.py"}),
         ("sources", {"source.py", "synthetic_images.py", "class_folders.py", "verify.py"}),
         ("checks", {"guarantees.py", "shuffle_metrics.py"}),
@@ -168,6 +180,8 @@ FORBIDDEN_IMPORTS = {
         "checks/ imports nothing from sources/ or the commands",
     ),
 }
+
+
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
 def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: str) -> None:
     package = rendered(backend, sampler) / "src" / PACKAGE
@@ -195,6 +209,25 @@ def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: 
 
     for module in imports:
         visit(module, [])
+
+
+@pytest.mark.parametrize("backend", ["arrow", "webdataset"])
+def test_train_help_shows_the_option_groups_under_the_command_a_user_types(rendered, backend: str) -> None:
+    # What ./train.sh --help runs (without torchrun), in a terminal wide enough for every line.
+    project = rendered(backend, {"arrow": "global", "webdataset": "shard_buffer"}[backend])
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "COLUMNS": "160", "NO_COLOR": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", f"{PACKAGE}.train", "--help"], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, f"{backend}: --help failed:\n{result.stderr[-3000:]}"
+    assert "Usage: ./train.sh [OPTIONS]" in result.stdout, f"{backend}: the usage line:\n{result.stdout[:500]}"
+    panels = re.findall(r"^╭─ (\w+) ─", result.stdout, flags=re.MULTILINE)
+    assert [p for p in panels if p != "Options"] == list(HELP_PANELS), (
+        f"{backend}: --help shows the panels {panels}, not {list(HELP_PANELS)} (and typer's own for --help)"
+    )
+    run_panel = result.stdout.split("╭─ Run ")[1].split("╰")[0]
+    for option in ("--data", "--epochs", "--run-dir", "--checkpoint-every", "--ledger", "--log-every", "--resume"):
+        assert option in run_panel, f"{backend}: {option} is not in the Run panel:\n{run_panel}"
 
 
 def test_defaults_render_the_arrow_backend_with_the_global_sampler(tmp_path: Path) -> None:

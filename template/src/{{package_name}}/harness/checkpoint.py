@@ -12,8 +12,9 @@ holds what the plan cannot give back:
                           as its state_dict(); "parts" lists the names
     done                  the stretches of the epoch already run (progress.py): the step,
                           and on which world sizes it was reached
-    ranks                 every rank's own random states (torch, CUDA, numpy, random) and its
-                          running sums of the epoch (loss, correct, seen, time waiting for data)
+    ranks                 every rank's own random states (torch, CUDA, numpy, random), its
+                          running sums of the epoch by name (loss, correct, seen, time waiting
+                          for data) and its seconds into it (tally.py)
     options               the recipe and the options the data order depends on; a resume
                           with others is refused
 
@@ -38,6 +39,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from .ddp import check_replicas_agree
 from .errors import DataError
 from .progress import Stretch, steps_done
 from .run_folder import DISK_ERRORS
@@ -107,11 +109,11 @@ def seed_rank(seed: int, rank: int, *more: int) -> None:
     random.seed(int(key[1]))
 
 
-def gather_ranks(sums: list[float], elapsed: float) -> list[dict[str, Any]]:
-    """Every rank's random states, running sums and seconds into the epoch, gathered on every
-    rank (one all_gather)."""
+def gather_ranks(kept: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every rank's random states and what it keeps of the epoch so far (tally.py: its running
+    sums and seconds into the epoch), gathered on every rank (one all_gather)."""
     ranks: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(ranks, {"rng": rng_state(), "sums": list(sums), "elapsed": elapsed})
+    dist.all_gather_object(ranks, {"rng": rng_state(), **kept})
     return ranks
 
 
@@ -264,9 +266,9 @@ def restore(
     seed: int,
     rank: int,
     world_size: int,
-    num_sums: int = 4,
-) -> tuple[Position, list[float], float]:
-    """Where this rank starts: (position, its running sums of that epoch, seconds into it).
+) -> tuple[Position, dict[str, Any]]:
+    """Where this rank starts: (position, what it carries of that epoch: its running sums by
+    name and seconds into it, as `Tally(**carried)` takes them).
 
     Without a checkpoint, at the beginning, with the rank's random state seeded from the run's
     seed. With one, each of `parts` loads its state; on the world size it was written on,
@@ -275,7 +277,7 @@ def restore(
     """
     if state is None:
         seed_rank(seed, rank)
-        return Position(0, 0), [0.0] * num_sums, 0.0
+        return Position(0, 0), {}
     where = state.get("path", "the checkpoint")
     for name, part in parts.items():
         if not isinstance(state.get(name), dict):
@@ -294,11 +296,39 @@ def restore(
     ranks = state["ranks"]
     if state["world_size"] == world_size:
         restore_rng(ranks[rank]["rng"])
-        return start, list(ranks[rank]["sums"]), ranks[rank]["elapsed"]
+        return start, {"sums": ranks[rank]["sums"], "elapsed": ranks[rank]["elapsed"]}
     seed_rank(seed, rank, start.epoch, start.step)
     if rank != 0:
-        return start, [0.0] * num_sums, 0.0
-    return start, [sum(values) for values in zip(*(r["sums"] for r in ranks), strict=True)], ranks[0]["elapsed"]
+        return start, {}
+    sums = {name: sum(r["sums"][name] for r in ranks) for name in ranks[0]["sums"]}
+    return start, {"sums": sums, "elapsed": ranks[0]["elapsed"]}
+
+
+def to_resume(run_dir: Path, resume: bool, options: dict[str, Any]) -> dict | None:
+    """The newest checkpoint of the run folder (every rank gets it: `newest`), which must have been
+    trained with `options`; None for a new run. A run folder with a checkpoint is always resumed;
+    `resume` (--resume) asks for one."""
+    resumed = newest(run_dir / "checkpoints")
+    if resume and resumed is None:
+        raise DataError(
+            f"--resume: {run_dir / 'checkpoints'} holds no checkpoint: drop --resume to start a new run there"
+        )
+    if resumed is not None:
+        check_same_options(resumed["options"], options, run_dir)
+    return resumed
+
+
+def write_checkpoint(
+    checkpoints: Path, position: Position, model: torch.nn.Module, parts: dict[str, Any], kept: dict, options: dict
+) -> None:
+    """Every rank's part in a checkpoint at `position`, which rank 0 writes: `kept` is what this
+    rank keeps of the epoch so far (tally.py). Never rank 0's weights while the ranks disagree:
+    a torchrun restart would resume from them, every rank alike, and end a broken run with a
+    passing final check."""
+    check_replicas_agree(model, dist.get_world_size())
+    ranks = gather_ranks(kept)  # also waits until every rank has finished the step
+    if dist.get_rank() == 0:
+        save(checkpoints, position, parts=parts, ranks=ranks, options=options)
 
 
 def check_same_options(recorded: dict[str, Any], options: dict[str, Any], run_dir: Path) -> None:

@@ -91,16 +91,3 @@ def broadcast_buffers(model: torch.nn.Module) -> None:
     last step they differ by that batch. Evaluated and saved, they must be one set."""
     for buffer in model.buffers():
         dist.broadcast(buffer, src=0)
-
-
-def summary(sums: list[float], elapsed: float, world_size: int, device: torch.device) -> dict[str, float]:
-    """The epoch so far over all ranks, from every rank's running sums (a collective)."""
-    loss_sum, correct, seen, waited = all_sum(sums, device)
-    return {
-        "loss": loss_sum / seen,
-        "train_accuracy": correct / seen,
-        "samples": int(seen),  # trained on so far in the epoch, over all ranks: what the ledger shows
-        "samples_per_s": seen / elapsed,
-        "seconds": elapsed,
-        "data_wait_fraction": waited / (world_size * elapsed),  # of the ranks' time, waiting for a batch
-    }

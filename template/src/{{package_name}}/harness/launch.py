@@ -748,7 +748,7 @@ def preflight(module: str, world_size: int, training_options: list[str]) -> int:
     finally:
         held.release()  # main says which signal stopped train.sh
     try:
-        app(["--preflight", str(world_size), *training_options], prog_name="train.sh")
+        app(["--preflight", str(world_size), *training_options], prog_name="./train.sh")
     except SystemExit as end:  # typer ends every command this way, passing or not
         return end.code if isinstance(end.code, int) else (0 if end.code is None else 1)
     return 0

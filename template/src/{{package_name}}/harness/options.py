@@ -1,10 +1,10 @@
-"""train.py's options: the recipe's fields as typer options, the checks of the harness's own
-options, and what a resume must match.
+"""train.py's options in groups: the run's (harness/run_options.py), the recipe's (recipe.py) and
+the reading's, each a dataclass whose fields `options_of` makes options of the command, each
+group a panel of its own in --help; and what a resume must match.
 
-The recipe (recipe.py) is a dataclass; `options_of` turns each of its fields into an option of
-the command (its name, type, default and help), so a field is the one edit a new
-hyperparameter takes: the command receives them as one `recipe` argument, config.json records
-them, and a resume is refused when one differs (`resume_options`).
+A field is the one edit a new option takes (its name, type, default and help): the command
+receives each group as one argument, config.json records the fields, and a resume is refused
+when one of the recipe's differs (`resume_options`).
 """
 
 from __future__ import annotations
@@ -19,36 +19,46 @@ from typing import Annotated, Any
 import typer
 
 from .checkpoint import check_same_options, newest_readable
-from .errors import DataError
 from .run_folder import read_config
+
+REQUIRED = dataclasses.MISSING  # the default of an option that must be given
 
 
 def option(default, help: str, parser=None, names: tuple[str, ...] = ()):
-    """A field of a dataclass that `options_of` makes an option: its default, its help text, the
-    parser of its value (a path's, say), if it needs one, and its option names when not typer's
-    (("--keep-order",): a flag without its --no- form)."""
+    """A field of a dataclass that `options_of` makes an option: its default (REQUIRED: none),
+    its help text, the parser of its value (a path's, say), if it needs one, and its names, when
+    not the field's (("--resume",): a switch without --no-resume)."""
     return dataclasses.field(default=default, metadata={"help": help, "parser": parser, "names": names})
 
 
 def options_of(**groups: type) -> typing.Callable:
     """Decorate a typer command whose parameters `groups` name are dataclasses (`recipe=Recipe`):
-    each field of each becomes an option of the command (its name, type, default and help), and
-    the command receives the group as one argument."""
+    each field of each becomes an option of the command (its name, type, default and help), listed
+    by --help in a panel named for the group ("Recipe"), and the command receives the group as
+    one argument."""
 
     def decorate(command: typing.Callable) -> typing.Callable:
         members = {group: [f.name for f in dataclasses.fields(kind)] for group, kind in groups.items()}
         added = []
-        for kind in groups.values():
+        for group, kind in groups.items():
             hints = typing.get_type_hints(kind)
             for f in dataclasses.fields(kind):
                 option = typer.Option(
-                    *f.metadata.get("names", ()), help=f.metadata["help"], parser=f.metadata.get("parser")
+                    *f.metadata.get("names", ()),
+                    help=f.metadata["help"],
+                    parser=f.metadata.get("parser"),
+                    rich_help_panel=group.replace("_", " ").capitalize(),
                 )
+                default = inspect.Parameter.empty if f.default is REQUIRED else f.default
                 kind_of = inspect.Parameter.KEYWORD_ONLY
                 added.append(
-                    inspect.Parameter(f.name, kind_of, default=f.default, annotation=Annotated[hints[f.name], option])
+                    inspect.Parameter(f.name, kind_of, default=default, annotation=Annotated[hints[f.name], option])
                 )
-        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name not in groups]
+        own = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in inspect.signature(command, eval_str=True).parameters.values()
+            if p.name not in groups
+        ]
 
         @functools.wraps(command)
         def with_groups(**given: Any) -> Any:
@@ -57,29 +67,12 @@ def options_of(**groups: type) -> typing.Callable:
             }
             return command(**built, **given)
 
-        with_groups.__signature__ = inspect.Signature([*own, *added])
-        with_groups.__annotations__ = {p.name: p.annotation for p in [*own, *added]}
+        # The groups' options first: --help shows their panels in the order of `groups`.
+        with_groups.__signature__ = inspect.Signature([*added, *own])
+        with_groups.__annotations__ = {p.name: p.annotation for p in [*added, *own]}
         return with_groups
 
     return decorate
-
-
-def check_run_options(
-    *, epochs: int, num_workers: int, ledger: Path | None, run_dir: Path | None, **steps: int
-) -> None:
-    """Refuse harness options no run can use, before any process starts; DataError names the fix.
-    `steps`: --checkpoint-every, --log-every and --stop-after-steps, 0 or a number of steps."""
-    if epochs < 0:
-        raise DataError(f"--epochs {epochs}: pass 0 or more")
-    if num_workers < 0:
-        raise DataError(f"--num-workers {num_workers}: pass 0 (load in the training process) or more")
-    if ledger is not None and ledger.exists() and not ledger.is_dir():
-        raise DataError(f"--ledger {ledger} is a file: pass a folder (it holds one rankN.jsonl per rank)")
-    if run_dir is not None and run_dir.exists() and not run_dir.is_dir():
-        raise DataError(f"--run-dir {run_dir} is a file: pass a folder")
-    for name, value in steps.items():
-        if value < 0:
-            raise DataError(f"--{name.replace('_', '-')} {value}: pass 0 or a number of steps")
 
 
 def resume_options(recipe_options: dict, order_options: dict, data_manifest_sha256: str | None) -> dict:
