@@ -61,15 +61,11 @@ def options_of(**groups: type) -> typing.Callable:
     return decorate
 
 
-def check_run_options(
-    *, epochs: int, num_workers: int, ledger: Path | None, run_dir: Path | None, **steps: int
-) -> None:
+def check_run_options(*, epochs: int, ledger: Path | None, run_dir: Path | None, **steps: int) -> None:
     """Refuse harness options no run can use, before any process starts; DataError names the fix.
     `steps`: --checkpoint-every, --log-every and --stop-after-steps, 0 or a number of steps."""
     if epochs < 0:
         raise DataError(f"--epochs {epochs}: pass 0 or more")
-    if num_workers < 0:
-        raise DataError(f"--num-workers {num_workers}: pass 0 (load in the training process) or more")
     if ledger is not None and ledger.exists() and not ledger.is_dir():
         raise DataError(f"--ledger {ledger} is a file: pass a folder (it holds one rankN.jsonl per rank)")
     if run_dir is not None and run_dir.exists() and not run_dir.is_dir():
