@@ -20,7 +20,7 @@ import typer
 
 from .checkpoint import check_same_options, newest_readable
 from .errors import DataError
-from .run_folder import manifest_sha256, read_config
+from .run_folder import read_config
 
 
 def option(default, help: str, parser=None):
@@ -81,15 +81,17 @@ def resume_options(recipe_options: dict, order_options: dict, data_manifest_sha2
     return {**recipe_options, **order_options, "data_manifest_sha256": data_manifest_sha256}
 
 
-def check_resumable(run_dir: Path, recipe_options: dict, order_options: dict, data) -> None:
+def check_resumable(
+    run_dir: Path, recipe_options: dict, order_options: dict, data_manifest_sha256: str | None
+) -> None:
     """Before any process starts: a run folder that will be resumed has a checkpoint that can be
-    read, trained with these options, and a config.json to add the resume to. The options come
-    from that checkpoint, as the ranks will read them (config.json's are a record, which a user
-    may edit)."""
+    read, trained with these options on the data whose manifest has this sha256 (check_data's
+    answer), and a config.json to add the resume to. The options come from that checkpoint, as
+    the ranks will read them (config.json's are a record, which a user may edit)."""
     readable = newest_readable(run_dir / "checkpoints", quiet=True)
     if readable is None:
         return
     if (run_dir / "config.json").is_file():
         read_config(run_dir)
-    wanted = resume_options(recipe_options, order_options, manifest_sha256(data))
+    wanted = resume_options(recipe_options, order_options, data_manifest_sha256)
     check_same_options(readable[0]["options"], wanted, run_dir)
