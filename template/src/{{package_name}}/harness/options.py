@@ -81,9 +81,7 @@ def resume_options(recipe_options: dict, order_options: dict, data_manifest_sha2
     return {**recipe_options, **order_options, "data_manifest_sha256": data_manifest_sha256}
 
 
-def check_resumable(
-    run_dir: Path, recipe_options: dict, order_options: dict, data_manifest_sha256: str | None
-) -> None:
+def check_resumable(run_dir: Path, recipe_options: dict, order_options: dict, data_manifest_sha256: str | None) -> None:
     """Before any process starts: a run folder that will be resumed has a checkpoint that can be
     read, trained with these options on the data whose manifest has this sha256 (check_data's
     answer), and a config.json to add the resume to. The options come from that checkpoint, as
