@@ -31,13 +31,8 @@ MUTANTS = [
     Mutant(
         "epoch-not-passed",
         "the epoch is not passed to the workers' stream (same shards, same order every epoch)",
-        "RankEpoch.__iter__",
-        (
-            (
-                "self.loader.worker_batches(self.epoch, worker, skip, self.prior)",
-                "self.loader.worker_batches(0, worker, skip, self.prior)",
-            ),
-        ),
+        "RankLoader.epoch",
+        (("part = EpochOfRank(self.seed, epoch, self.rank,", "part = EpochOfRank(self.seed, 0, self.rank,"),),
         **WEBDATASET_ONLY,
     ),
     # 2. No split by rank.
@@ -77,11 +72,11 @@ MUTANTS = [
     Mutant(
         "seed-per-rank",
         "a different seed on each rank: each rank cuts its segments from its own shard order",
-        "RankLoader.worker_batches",
+        "RankEpoch.batches",
         (
             (
-                "stretch_stream(self.seed, epoch, self.sizes, prior)",
-                "stretch_stream(self.seed + self.rank, epoch, self.sizes, prior)",
+                "stretch_stream(part.seed, part.epoch, sizes, prior)",
+                "stretch_stream(part.seed + part.rank, part.epoch, sizes, prior)",
             ),
         ),
         **WEBDATASET_ONLY,
@@ -185,11 +180,11 @@ MUTANTS = [
     Mutant(
         "uneven-steps",
         "ranks with different step counts: rank 0's workers stop one batch early (a with_epoch miscount)",
-        "RankLoader.worker_batches",
+        "RankEpoch.batches",
         (
             (
-                "        for batch in batches:\n            yield make_batch(",
-                "        for batch in list(batches)[: -1 if self.rank == 0 else None]:\n            yield make_batch(",
+                "        for batch in batches:\n            yield part.make_batch(",
+                "        for batch in list(batches)[: -1 if part.rank == 0 else None]:\n            yield part.make_batch(",
             ),
         ),
         **WEBDATASET_ONLY,
@@ -410,8 +405,8 @@ MUTANTS += [
         "RankLoader.epoch",
         (
             (
-                "RankEpoch(self, epoch, done),",
-                'self.__dict__.setdefault("first_epoch", RankEpoch(self, epoch, done)),',
+                "RankEpoch(self.dataset, part),",
+                'self.__dict__.setdefault("first_epoch", RankEpoch(self.dataset, part)),',
             ),
         ),
         **WEBDATASET_ONLY,

@@ -41,8 +41,8 @@ MUTANTS = [
     Mutant(
         "in-flight-ignored",
         "a served data set is read one request at a time whatever --requests-in-flight says (one run per round trip)",
-        function="webdataset_backend.shard_samples",
-        edits=(("if is_remote(location) and requests_in_flight > 1:", "if False:"),),
+        function="ShardDataset.samples",
+        edits=(("if is_remote(location) and in_flight > 1:", "if False:"),),
         **WEBDATASET,
         only_test=IN_FLIGHT_TEST,
     ),

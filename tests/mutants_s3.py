@@ -24,7 +24,7 @@ MUTANTS = [
         "s3-prefix-overwritten",
         "prep into a prefix that already holds a data set overwrites it instead of refusing",
         function="prepare_in_bucket",
-        edits=(("    if has_dataset(url):", "    if False:"),),
+        edits=(("    if has_dataset(url, Reading().retry_seconds):", "    if False:"),),
         **S3,
     ),
     Mutant(

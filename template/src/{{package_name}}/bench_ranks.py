@@ -28,6 +28,7 @@ import typer
 from .data.decode import payload_batch
 from .data.loader import RankLoader
 from .data.manifest import MANIFEST, inside
+from .data.reading import Reading
 from .harness.errors import reported_as_one_line
 
 WAIT_SECONDS = 600  # bench.py samples within seconds; a rank left alone gives up after this
@@ -78,11 +79,11 @@ def hold_an_epoch(mode: str, data: Path, signals: Path, num_workers: int, batch_
     if mode == "loader":
         loader = RankLoader(
             data,
+            reading=Reading(num_workers=num_workers),
             seed=0,
             world_size=world_size,
             rank=rank,
             batch_size=batch_size,
-            num_workers=num_workers,
             make_batch=payload_batch,
         )
         batches, steps = loader.epoch(0), loader.steps

@@ -16,6 +16,7 @@ import torch
 import typer
 
 from .data.loader import HeldoutLoader
+from .data.reading import Reading
 from .harness.checkpoint import Unreadable, load, saved
 from .harness.ddp import all_sum
 from .harness.errors import DataError, checked_path, reported_as_one_line
@@ -87,7 +88,9 @@ def main(
             raise DataError(f"{err}: pass --checkpoint with a checkpoint a run wrote (in its checkpoints/)") from None
         recipe = Recipe.from_options(state.get("options", {}))  # the model it was trained with
         heldout_dir = f"{str(data).rstrip('/')}/heldout"
-        heldout = HeldoutLoader(heldout_dir, world_size=1, rank=0, batch_size=256, image_size=recipe.image_size)
+        heldout = HeldoutLoader(
+            heldout_dir, reading=Reading(), world_size=1, rank=0, batch_size=256, image_size=recipe.image_size
+        )
         example = next(iter(heldout))["x"][0]
         model = recipe.build_model(example, heldout.manifest["num_classes"])
         try:

@@ -33,6 +33,8 @@ REQUIRED = {
     "shards": list,
 }
 SHARD_REQUIRED = {"path": str, "num_samples": int, "sha256": str, "bytes": int}
+# Fields one format adds (file names, then their sha256): webdataset's sample index (webdataset_backend.py).
+FORMAT_FILES = {"webdataset": ("sample_index",)}
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -185,6 +187,13 @@ def checked_manifest(manifest: Any, where: str | Path, expected_format: str) -> 
             )
         relative_path(shard["path"], where)
     relative_path(manifest["labels"], where)
+    for name in FORMAT_FILES.get(expected_format, ()):
+        for field in (name, f"{name}_sha256"):
+            if not isinstance(manifest.get(field), str):
+                raise DataError(
+                    f"{where}: field {field!r} is missing (a data set from an older prep?): prepare the data again"
+                )
+        relative_path(manifest[name], where)
     num_samples, num_classes = manifest["num_samples"], manifest["num_classes"]
     counts = manifest["label_counts"]
     if (

@@ -109,10 +109,12 @@ def checked_path(value: str | os.PathLike) -> Path:
 
 
 def checked_location(value: str) -> str:
-    """The parser of an option that takes a folder or a URL: only a NUL byte is refused here (a URL's
-    parts may be longer than a file name's)."""
+    """The parser of an option that takes a folder or a URL: a NUL byte is refused, and a folder
+    is checked as checked_path checks it (a URL's parts may be longer than a file name's)."""
     if "\0" in value:
         end_with_one_line(NUL_IN_PATH)
+    if "://" not in value:
+        checked_path(value)
     return value
 
 

@@ -83,9 +83,9 @@ def resume_options(recipe_options: dict, order_options: dict, data_manifest_sha2
 
 def check_resumable(run_dir: Path, recipe_options: dict, order_options: dict, data_manifest_sha256: str | None) -> None:
     """Before any process starts: a run folder that will be resumed has a checkpoint that can be
-    read, trained with these options, and a config.json to add the resume to. The options come
-    from that checkpoint, as the ranks will read them (config.json's are a record, which a user
-    may edit)."""
+    read, trained with these options on the data whose manifest has this sha256 (check_data's
+    answer), and a config.json to add the resume to. The options come from that checkpoint, as
+    the ranks will read them (config.json's are a record, which a user may edit)."""
     readable = newest_readable(run_dir / "checkpoints", quiet=True)
     if readable is None:
         return

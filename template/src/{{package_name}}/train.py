@@ -19,20 +19,13 @@ import torch
 import torch.distributed as dist
 import typer
 from torch.nn.parallel import DistributedDataParallel
-{% if loader_backend == 'webdataset' %}
-from .data import http_stream
-{%- endif %}
+
 from .data.loader import HeldoutLoader, RankLoader, check_data, heldout_location
-{%- if loader_backend == 'webdataset' %}
 from .data.reading import Reading
-from .data.webdataset_backend import manifest_sha256
-{%- else %}
-from .data.manifest import manifest_sha256
-{%- endif %}
 from .evaluate import evaluate
 from .harness.checkpoint import Position, restore, to_resume, write_checkpoint
 from .harness.ddp import broadcast_buffers, check_layout, check_replicas_agree, init_distributed
-from .harness.errors import LOST_PEER_EXIT, DataError, lost_a_peer, report, reported_as_one_line
+from .harness.errors import LOST_PEER_EXIT, lost_a_peer, report, reported_as_one_line
 from .harness.launcher_watch import end_with_launcher
 from .harness.ledger import LedgerWriter
 from .harness.options import check_resumable, options_of, resume_options
@@ -47,45 +40,32 @@ app = typer.Typer(add_completion=False)
 
 
 @app.command()
-@options_of(run=Run, recipe=Recipe{% if loader_backend == 'webdataset' %}, reading=Reading{% endif %})
+@options_of(run=Run, recipe=Recipe, reading=Reading)
 def main(
     run: Run,  # one option per field (harness/options.py), each group a panel of --help
     recipe: Recipe,
-{%- if loader_backend == 'webdataset' %}
-    reading: Reading,
-{%- endif %}
-    num_workers: Annotated[int, typer.Option(help="DataLoader workers per rank", rich_help_panel="Reading")] = {{ num_workers }},
+    reading: Reading,  # how the data set is read (data/reading.py)
     preflight: Annotated[int, typer.Option(help="Only check the data for this many ranks, then exit", hidden=True)] = 0,
 ) -> None:
-{%- if loader_backend == 'webdataset' %}
-    options = {**run.options(), "num_workers": num_workers, **recipe.options(), **reading.options()}
+    options = {**run.options(), **recipe.options(), **reading.options()}  # config.json's record
     order = reading.order()  # what the data order depends on beside the recipe
-{%- else %}
-    options = {**run.options(), "num_workers": num_workers, **recipe.options()}  # config.json's record
-    order: dict = {}  # what the data order depends on beside the recipe: nothing (map-style)
-{%- endif %}
     with reported_as_one_line():
         recipe.check()
         run.check()
-        if num_workers < 0:
-            raise DataError(f"--num-workers {num_workers}: pass 0 (load in the training process) or more")
-{%- if loader_backend == 'webdataset' %}
         reading.check()
-        http_stream.RETRY_SECONDS = reading.retry_seconds  # every request of this process: manifest, index, shards
-{%- endif %}
         if preflight:
-            check_data(run.data, world_size=preflight, num_workers=num_workers, batch_size=recipe.batch_size, **order)
+            manifest_sha256 = check_data(run.data, reading=reading, world_size=preflight, batch_size=recipe.batch_size)
             if run.run_dir is not None:
-                check_resumable(run.run_dir, recipe.options(), order, manifest_sha256(run.data))
+                check_resumable(run.run_dir, recipe.options(), order, manifest_sha256)
             return
         if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun
             end_with_launcher()
         rank, world_size, device = init_distributed()
         try:
             check_layout()
-            loader, heldout = loaders(run, recipe, {% if loader_backend == 'webdataset' %}reading, {% endif %}num_workers, rank, world_size, device)
+            loader, heldout = loaders(run, recipe, reading, rank, world_size, device)
             folder = RunFolder(agreed_run_dir(run.run_dir, run.resume))
-            train(run, recipe, loader, heldout, folder, device, options=options, order=order, num_workers=num_workers)
+            train(run, recipe, loader, heldout, folder, device, options=options, order=order)
         except RuntimeError as err:
             if not lost_a_peer(err):
                 raise
@@ -97,28 +77,24 @@ def main(
             dist.destroy_process_group()
 
 
-def loaders(run: Run, recipe: Recipe, {% if loader_backend == 'webdataset' %}reading: Reading, {% endif %}num_workers: int, rank: int, world_size: int, device):
+def loaders(run: Run, recipe: Recipe, reading: Reading, rank: int, world_size: int, device: torch.device):
     """This rank's training loader, and its held-out one (None without a held-out set)."""
     loader = RankLoader(
-        run.data, seed=recipe.seed, world_size=world_size, rank=rank, pin_memory=device.type == "cuda",
-        num_workers=num_workers, batch_size=recipe.batch_size,
-{%- if loader_backend == 'webdataset' %}
-        **reading.order(), requests_in_flight=reading.requests_in_flight, cache_dir=reading.cache_dir,
-        cache_bytes=reading.cache_bytes,
-{%- endif %}
+        run.data, reading=reading, seed=recipe.seed, world_size=world_size, rank=rank,
+        batch_size=recipe.batch_size, pin_memory=device.type == "cuda",
         image_size=recipe.image_size, augment=recipe.augment,
     )  # fmt: skip
-    where = heldout_location(run.data, rank)
+    where = heldout_location(run.data, rank, reading=reading)
     heldout = where and HeldoutLoader(
-        where, world_size=world_size, rank=rank, batch_size=256, image_size=recipe.image_size
+        where, reading=reading, world_size=world_size, rank=rank, batch_size=256, image_size=recipe.image_size
     )
     return loader, heldout
 
 
 def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFolder, device: torch.device, *,
-          options: dict, order: dict, num_workers: int) -> None:  # fmt: skip
+          options: dict, order: dict) -> None:  # fmt: skip
     rank, world_size = dist.get_rank(), dist.get_world_size()
-    run_config = config(options, run.data, manifest_sha256(run.data), world_size)  # every rank takes part
+    run_config = config(options, run.data, loader.manifest_sha256, world_size)  # every rank takes part
     checked = resume_options(recipe.options(), order, run_config["manifest_sha256"])
     # The same initial weights on every rank (DDP would broadcast rank 0's anyway), the same every run.
     torch.manual_seed(recipe.seed)
@@ -133,8 +109,8 @@ def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFold
     ledger = run.ledger and LedgerWriter(run.ledger, rank, world_size, (start.epoch, start.step) if resumed else None)
     if rank == 0:
         folder.start(run_config, resumed_at=start if resumed else None)
-        print(f"{world_size} ranks x {num_workers} workers x batch {recipe.batch_size}: {loader.steps} steps per "
-              f"epoch; run folder {folder.path}", flush=True)  # fmt: skip
+        print(f"{world_size} ranks x {loader.num_workers} workers x batch {recipe.batch_size}: {loader.steps} steps "
+              f"per epoch; run folder {folder.path}", flush=True)  # fmt: skip
         if resumed:
             print(f"resuming at epoch {start.epoch} step {start.step} (checkpoint of {resumed['world_size']} ranks)")
     lr = optimizer.param_groups[0]["lr"]
@@ -155,7 +131,7 @@ def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFold
                     if rank == 0:
                         folder.log({"epoch": epoch, "step": next_step, **totals, "lr": lr})
                 if next_step < steps and (stopping or run.checkpoint_every and next_step % run.checkpoint_every == 0):
-                    here = Position.within(epoch, advance(done, next_step - first_step, world_size, num_workers))
+                    here = Position.within(epoch, advance(done, next_step - first_step, world_size, loader.num_workers))
                     write_checkpoint(folder.checkpoints, here, model, parts, tally.kept(), checked)
                     if stopping:  # by --stop-after-steps, at the checkpoint just written
                         return stopped(folder, tally, f"at epoch {epoch} step {next_step}")

@@ -8,21 +8,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import DataError, {% if loader_backend == 'webdataset' %}checked_location, {% endif %}checked_path
+from .errors import PACKAGE, DataError, checked_location, checked_path
 from .options import REQUIRED, option
 
 
 @dataclass(frozen=True)
 class Run:
-{%- if loader_backend == 'webdataset' %}
     data: str = option(
         REQUIRED,
-        "Prepared data set (python -m {{ package_name }}.prep): a folder, the http(s) URL serving it, or s3://BUCKET/PREFIX",
+        f"Prepared data set: where `python -m {PACKAGE}.prep ... --out` wrote it (docs/data.md: the places it may be)",
         parser=checked_location,
     )
-{%- else %}
-    data: Path = option(REQUIRED, "Prepared data set (python -m {{ package_name }}.prep)", parser=checked_path)
-{%- endif %}
     epochs: int = option(10, "Epochs to train")
     ledger: Path | None = option(None, "Write the sample ledger here (rank{r}.jsonl)", parser=checked_path)
     run_dir: Path | None = option(
