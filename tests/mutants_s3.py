@@ -69,14 +69,14 @@ MUTANTS = [
     Mutant(
         "s3-remote-manifest-unhashed",
         "the run folder records no manifest sha256 for data in a bucket, so a resume on changed data is not refused",
-        function="webdataset_backend.manifest_sha256",
+        function="read_dataset_manifest",
         edits=(
             (
-                "        return hashlib.sha256(read_location(locate(location, MANIFEST))).hexdigest()",
-                "        return None",
+                "    return checked_manifest(manifest, url, FORMAT), hashlib.sha256(raw).hexdigest()",
+                "    return checked_manifest(manifest, url, FORMAT), None",
             ),
         ),
-        # manifest_sha256 on the bucket; the run from the bucket (the next test) shows it in config.json
+        # the opened bucket's manifest_sha256; the run from the bucket (the next test) shows it in config.json
         **{
             **S3,
             "only_test": "tests/test_s3.py::test_the_sha256_a_run_folder_records_is_that_of_the_manifest_in_the_bucket",
