@@ -117,6 +117,40 @@ def test_the_templates_plain_python_is_linted_where_it_is() -> None:
     assert_linted(ROOT / "template", "template's plain Python files, in place")
 
 
+# A Jinja `if` on the backend picks files, not lines: a file rendered for every backend holds none.
+BACKEND_IF = re.compile(r"{%-?\s*(?:el)?if\b[^%]*\bloader_backend\b")
+BACKEND_IF_ALLOWED = {
+    # The dependencies a backend needs: configuration, not code.
+    "pyproject.toml.jinja",
+}
+BACKEND_IF_BEING_CONVERTED = {  # helpers "bench" and "testsplit" take these ifs out now: the lead empties this at merge
+    "src/{{package_name}}/bench.py.jinja",
+    "tests/test_bench.py.jinja",
+    "tests/test_bad_data.py.jinja",
+    "tests/test_bad_inputs.py.jinja",
+    "tests/test_prep_hf.py.jinja",
+    "tests/test_prep_hf_cache.py.jinja",
+    "tests/test_prep_verification.py.jinja",
+    "tests/test_prep_webdataset_shards.py.jinja",
+    "tests/test_real_samples.py.jinja",
+}
+
+
+def test_files_rendered_for_every_backend_hold_no_backend_if() -> None:
+    template = ROOT / "template"
+    shared = [p for p in template.rglob("*") if p.is_file() and "loader_backend" not in str(p.relative_to(template))]
+    holding = {
+        str(p.relative_to(template))
+        for p in shared
+        if p.suffix not in FIGURES and BACKEND_IF.search(p.read_text())
+    }
+    unexpected = sorted(holding - BACKEND_IF_ALLOWED - BACKEND_IF_BEING_CONVERTED)
+    assert not unexpected, (
+        "these template files are rendered for every backend but switch on loader_backend with a Jinja if: "
+        f"{unexpected}; move each backend's part into the backend's own file (a conditional file name)"
+    )
+
+
 # train.py is the loop a researcher reads in one sitting; the harness and the recipe hold the rest
 TRAIN_LINES, LOOP_LINES = 180, 60  # the file; its train() function
 HELP_PANELS = ("Run", "Recipe", "Reading")  # the option groups, each a panel of ./train.sh --help
