@@ -140,9 +140,7 @@ def test_files_rendered_for_every_backend_hold_no_backend_if() -> None:
     template = ROOT / "template"
     shared = [p for p in template.rglob("*") if p.is_file() and "loader_backend" not in str(p.relative_to(template))]
     holding = {
-        str(p.relative_to(template))
-        for p in shared
-        if p.suffix not in FIGURES and BACKEND_IF.search(p.read_text())
+        str(p.relative_to(template)) for p in shared if p.suffix not in FIGURES and BACKEND_IF.search(p.read_text())
     }
     unexpected = sorted(holding - BACKEND_IF_ALLOWED - BACKEND_IF_BEING_CONVERTED)
     assert not unexpected, (
