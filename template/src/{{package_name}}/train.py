@@ -124,7 +124,7 @@ def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFold
                     ledger.write(epoch, step, batch["key"], batch["y"].tolist())
                 x, y = batch["x"].to(device, non_blocking=True), batch["y"].to(device, non_blocking=True)
                 loss_sum, correct, lr = recipe.step(model, optimizer, schedule, x, y)
-                tally.add(loss=loss_sum, correct=correct, seen=len(y))
+                tally.add(loss=loss_sum, correct=correct, seen=len(y), at=(epoch, step))
                 stopping, next_step = tally.steps == run.stop_after_steps, step + 1
                 if run.log_every and next_step % run.log_every == 0 and next_step < steps:
                     totals = tally.summary(world_size, device)  # every rank takes part
