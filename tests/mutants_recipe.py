@@ -157,6 +157,22 @@ MUTANTS = [
         only_test=f"{OPTIONS}test_parameters_that_are_not_finite_are_named_so_not_blamed_on_ddp",
     ),
     Mutant(
+        "checkpoint-after-the-held-out-pass",
+        "the epoch's checkpoint is written after its held-out pass: a pass that fails loses the trained epoch",
+        function="train",
+        edits=(
+            (
+                "            write_checkpoint(folder.checkpoints, Position(epoch + 1, 0), model, parts, tally.kept(), checked)\n"
+                "            held_out(line, model, heldout, folder, device)",
+                "            held_out(line, model, heldout, folder, device)\n"
+                "            write_checkpoint(folder.checkpoints, Position(epoch + 1, 0), model, parts, tally.kept(), checked)",
+            ),
+        ),
+        **RECIPE_ONLY,
+        only_test="tests/test_run_folder.py::"
+        "test_a_held_out_pass_that_fails_leaves_the_epoch_saved_and_logged_and_the_resume_goes_on",
+    ),
+    Mutant(
         "long-range-header-traceback",
         "serve reads a Range header's numbers whatever their length: 5,000 digits raise in int() (a "
         "traceback and a closed connection) instead of a 416",
