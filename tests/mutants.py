@@ -289,7 +289,7 @@ MUTANTS += [
         (("if hashlib.sha256(payload).digest() != digest:", "if False:"),),
         backends=("files",),
         samplers=("global",),  # the backend is the same file for every sampler
-        only_test="tests/test_bad_data.py",
+        only_test="tests/test_map_style_refusals.py",
     ),
     Mutant(
         "payload-unchecked",
@@ -298,7 +298,7 @@ MUTANTS += [
         (("if hashlib.sha256(payload).digest() != digest:", "if False:"),),
         backends=("arrow",),
         samplers=("global",),
-        only_test="tests/test_bad_data.py",
+        only_test="tests/test_map_style_refusals.py",
     ),
     Mutant(
         "payload-unchecked",
@@ -307,7 +307,7 @@ MUTANTS += [
         (('if sample_digest(sample[extension], sample["cls"]) != digests[offset]:', "if False:"),),
         backends=("webdataset",),
         samplers=("shard_buffer",),
-        only_test="tests/test_bad_data.py",
+        only_test="tests/test_bad_shards.py",
     ),
     Mutant(
         "ranks-outlive-launcher",
@@ -449,7 +449,7 @@ MUTANTS += [
         (("            if digest.hexdigest() != sha256:", "            if False:"),),
         backends=("memory",),
         samplers=("global",),
-        first_test="tests/test_bad_data.py",  # its killer, late in the order
+        first_test="tests/test_map_style_refusals.py",  # its killer, late in the order
     ),
 ]
 

@@ -122,9 +122,10 @@ def one_backend_tests(project: Path) -> dict[str, str]:
     """{"tests/FILE::TEST[PARAMETER]": its source} of the tests marked `same_for_every_backend`, as
     pytest collects them in the project (the mark on a test function or on one of its parameters).
     The source is the test's (decorators included, as the mutants find functions:
-    mutants_framework.definitions), that of the fixtures of its file it takes and, for a parameter
-    marked on its own, the call outside functions that defines it by its id (`Case("train.sh: ...",
-    ...)` in a list of cases) with the functions of the file that call names."""
+    mutants_framework.definitions), that of the fixtures of its file it takes and of the functions of
+    its file it calls and, for a parameter marked on its own, the call outside functions that defines
+    it by its id (`Case("train.sh: ...", ...)` in a list of cases) with the functions of the file
+    that call names."""
     collected = run_pytest(project, "--collect-only", "-m", ONE_BACKEND, "tests", timeout=300)
     assert collected.returncode == 0, f"{project}: the tests do not collect:\n{collected.stdout[-3000:]}"
     nodes: dict[str, list[str]] = {}
@@ -142,7 +143,10 @@ def one_backend_tests(project: Path) -> dict[str, str]:
         calls = [n for statement in made for n in ast.walk(statement) if isinstance(n, ast.Call)]
         for node in marked:
             name, _, parameter = node.partition("::")[2].removesuffix("]").partition("[")
-            parts = [name, *(a.arg for a in functions[name].args.args if a.arg in sources)]
+            calls_of_test = (c for c in ast.walk(functions[name]) if isinstance(c, ast.Call))
+            # the file's functions the test calls itself (test_bad_inputs' run_and_judge)
+            called = sorted({c.func.id for c in calls_of_test if isinstance(c.func, ast.Name)} & functions.keys())
+            parts = [name, *(a.arg for a in functions[name].args.args if a.arg in sources), *called]
             source = "".join(sources[part] for part in parts)
             for call in calls:  # Case("id", ...), pytest.param(x, id="id")
                 if parameter and parameter in defining_ids(call):

@@ -111,14 +111,17 @@ class ResNet18(nn.Module):
 NATIVE = {"resnet18": ResNet18}  # models built here, without torchvision
 
 
-def torchvision():
-    """The torchvision module; DataError naming the extra when it is not installed or does not load."""
+def torchvision(name: str):
+    """The torchvision module, for --model `name`; DataError naming the extra when it is not installed
+    or does not load. Without it no list of its models says whether `name` is one of them: the line
+    names the models there are here, and the extra for torchvision's."""
     try:
         return importlib.import_module("torchvision")
     except ImportError:
         raise DataError(
-            "--model needs torchvision, which is not installed: pip install -e '.[vision]' "
-            "(the torchvision build that matches your torch), or pass --model small"
+            f"--model {name}: no such model here (small, resnet18), and torchvision, which has the others by "
+            "name (resnet50, vit_b_16, ...), is not installed: pass --model small or resnet18, or install the "
+            "vision extra for a torchvision model: pip install -e '.[vision]' (the torchvision build of your torch)"
         ) from None
     except (OSError, RuntimeError) as err:  # a build made for another torch (CUDA libraries missing, ops unknown)
         raise DataError(
@@ -131,7 +134,7 @@ def check_vision_model(name: str) -> None:
     """ResNet-18, or a torchvision classification model of that name; DataError listing some when not."""
     if name in NATIVE:
         return
-    models = torchvision().models
+    models = torchvision(name).models
     known = models.list_models(module=models)
     if name not in known:
         some = ", ".join(n for n in known if n.startswith(("resnet", "convnext", "efficientnet_b", "vit")))
@@ -151,7 +154,7 @@ def vision_model(name: str, example: torch.Tensor, num_classes: int) -> nn.Modul
     if name in NATIVE:
         net = NATIVE[name](num_classes)
     else:
-        models = torchvision().models
+        models = torchvision(name).models
         try:  # vision transformers are built for one image size: theirs is --image-size
             net = models.get_model(name, num_classes=num_classes, image_size=example.shape[-1])
         except TypeError:  # the convolutional ones take any size

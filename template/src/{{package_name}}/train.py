@@ -124,7 +124,7 @@ def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFold
                     ledger.write(epoch, step, batch["key"], batch["y"].tolist())
                 x, y = batch["x"].to(device, non_blocking=True), batch["y"].to(device, non_blocking=True)
                 loss_sum, correct, lr = recipe.step(model, optimizer, schedule, x, y)
-                tally.add(loss=loss_sum, correct=correct, seen=len(y))
+                tally.add(loss=loss_sum, correct=correct, seen=len(y), at=(epoch, step))
                 stopping, next_step = tally.steps == run.stop_after_steps, step + 1
                 if run.log_every and next_step % run.log_every == 0 and next_step < steps:
                     totals = tally.summary(world_size, device)  # every rank takes part
@@ -135,9 +135,9 @@ def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFold
                     write_checkpoint(folder.checkpoints, here, model, parts, tally.kept(), checked)
                     if stopping:  # by --stop-after-steps, at the checkpoint just written
                         return stopped(folder, tally, f"at epoch {epoch} step {next_step}")
-            end_of_epoch(epoch, steps, lr, model, heldout, tally, folder, device)
-            tally.new_epoch()  # and the checkpoint after the epoch's metrics line: a resume never loses one
+            line = end_of_epoch(epoch, steps, lr, model, tally, folder, device)  # then the checkpoint, then the
             write_checkpoint(folder.checkpoints, Position(epoch + 1, 0), model, parts, tally.kept(), checked)
+            held_out(line, model, heldout, folder, device)  # held-out pass (why: held_out)
             if tally.steps == run.stop_after_steps and epoch + 1 < run.epochs:
                 return stopped(folder, tally, f"at the end of epoch {epoch}")
     finally:  # also on the way out of a failed run: the lines written so far stay in the ledger
@@ -148,19 +148,24 @@ def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFold
         print(f"parameters identical on all {world_size} ranks", flush=True)
 
 
-def end_of_epoch(epoch: int, steps: int, lr: float, model, heldout, tally: Tally, folder: RunFolder, device) -> None:
-    """The epoch's line (rank 0 prints it and adds it to metrics.jsonl), over all ranks."""
-    totals = tally.summary(dist.get_world_size(), device)
-    broadcast_buffers(model.module)
-    heldout_accuracy = evaluate(model.module, heldout, device) if heldout else float("nan")
+def end_of_epoch(epoch: int, steps: int, lr: float, model, tally: Tally, folder: RunFolder, device) -> dict:
+    """The epoch's line over all ranks, in metrics.jsonl (rank 0) before its held-out figure; a new tally."""
+    line = {"epoch": epoch, "steps": steps, **tally.summary(dist.get_world_size(), device), "lr": lr}
+    tally.new_epoch()
+    broadcast_buffers(model.module)  # one set of BatchNorm statistics, checkpointed and evaluated
     if dist.get_rank() == 0:
-        print(
-            f"epoch {epoch}: loss {totals['loss']:.4f}  train acc {totals['train_accuracy']:.3f}  "
-            f"heldout acc {heldout_accuracy:.3f}  lr {lr:.3g}  {totals['samples_per_s']:,.0f} samples/s",
-            flush=True,
-        )
-        heldout_accuracy = heldout_accuracy if heldout else None
-        folder.log({"epoch": epoch, "steps": steps, **totals, "lr": lr, "heldout_accuracy": heldout_accuracy})
+        folder.log({**line, "heldout_accuracy": None})
+    return line
+
+
+def held_out(line: dict, model, heldout, folder: RunFolder, device) -> None:
+    """The held-out accuracy into the epoch's line, after its checkpoint: a pass that fails (an endpoint lost)
+    leaves the epoch saved and logged, its figure null (evaluate.py scores it), and a resume goes on after it."""
+    accuracy = evaluate(model.module, heldout, device) if heldout else float("nan")
+    if dist.get_rank() == 0:
+        print(f"epoch {line['epoch']}: loss {line['loss']:.4f}  train acc {line['train_accuracy']:.3f}  heldout acc "
+              f"{accuracy:.3f}  lr {line['lr']:.3g}  {line['samples_per_s']:,.0f} samples/s", flush=True)  # fmt: skip
+        folder.complete(line["epoch"], heldout_accuracy=accuracy if heldout else None)
 
 
 def stopped(folder: RunFolder, tally: Tally, where: str) -> None:

@@ -77,6 +77,11 @@ def check_replicas_agree(model: torch.nn.Module, world_size: int) -> None:
     fingerprint = torch.stack([values.sum(), (values * values).sum(), (values * weights).sum()])
     fingerprints = [torch.zeros(3, dtype=torch.float64) for _ in range(world_size)]
     dist.all_gather_object(fingerprints, fingerprint)
+    if not all(torch.isfinite(f).all() for f in fingerprints):  # NaN never equals NaN: not a DDP fault
+        raise DataError(
+            "the parameters are not finite (NaN or inf) at the end of the run: training diverged; lower --lr "
+            "(or add --warmup-steps or --clip-grad-norm), and check the data's values"
+        )
     if any(not torch.equal(f, fingerprints[0]) for f in fingerprints):
         raise RuntimeError(
             "ranks ended with different parameters: gradients were not synchronised "

@@ -229,6 +229,19 @@ class RunFolder:
         with disk_errors_reported(self.path / "metrics.jsonl"), open(self.path / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
 
+    def complete(self, epoch: int, **figures: Any) -> None:
+        """Set `figures` in epoch `epoch`'s line of metrics.jsonl (its held-out accuracy, measured
+        after the epoch's checkpoint); the file is rewritten under another name, then renamed."""
+        metrics = self.path / "metrics.jsonl"
+        with disk_errors_reported(metrics):
+            lines = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+            partial = metrics.with_name(f".{metrics.name}.partial")
+            partial.write_text("".join(
+                json.dumps(line | figures if line["epoch"] == epoch and "step" not in line else line) + "\n"
+                for line in lines
+            ))  # fmt: skip
+            partial.replace(metrics)
+
 
 # Errors of a disk that no restart mends: full, over quota, read-only, not ours.
 DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}

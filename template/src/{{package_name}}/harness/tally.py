@@ -6,6 +6,7 @@ starts from them, harness/checkpoint.py's restore); the metrics lines sum them o
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 
 from .ddp import all_sum
+from .errors import DataError
 
 SUMS = ("loss", "correct", "seen", "waited")
 
@@ -43,8 +45,16 @@ class Tally:
             self.sums["waited"] += time.perf_counter() - asked
             yield batch
 
-    def add(self, *, loss: float, correct: int, seen: int) -> None:
-        """One optimizer step: its summed loss, the samples it classified right, its samples."""
+    def add(self, *, loss: float, correct: int, seen: int, at: tuple[int, int]) -> None:
+        """One optimizer step, step `at` = (epoch, step): its summed loss, the samples it classified
+        right, its samples. A loss that is not finite ends the run there (DataError: exit 2, and no
+        restart, which would only repeat it): every later step would train on NaN weights."""
+        if not math.isfinite(loss):
+            raise DataError(
+                f"the loss is {loss} at epoch {at[0]} step {at[1]} (this rank's batch of {seen}): training "
+                "diverged or the data holds NaN or inf; lower --lr (or add --warmup-steps or --clip-grad-norm), "
+                "and check the data's values"
+            )
         self.sums["loss"] += loss
         self.sums["correct"] += correct
         self.sums["seen"] += seen
