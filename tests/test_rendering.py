@@ -123,16 +123,9 @@ BACKEND_IF_ALLOWED = {
     # The dependencies a backend needs: configuration, not code.
     "pyproject.toml.jinja",
 }
-BACKEND_IF_BEING_CONVERTED = {  # helpers "bench" and "testsplit" take these ifs out now: the lead empties this at merge
+BACKEND_IF_BEING_CONVERTED = {  # helper "bench" takes these ifs out now: the lead empties this at merge
     "src/{{package_name}}/bench.py.jinja",
     "tests/test_bench.py.jinja",
-    "tests/test_bad_data.py.jinja",
-    "tests/test_bad_inputs.py.jinja",
-    "tests/test_prep_hf.py.jinja",
-    "tests/test_prep_hf_cache.py.jinja",
-    "tests/test_prep_verification.py.jinja",
-    "tests/test_prep_webdataset_shards.py.jinja",
-    "tests/test_real_samples.py.jinja",
 }
 
 
