@@ -1,7 +1,7 @@
 """Shuffle-quality report: what every rank reads, epoch by epoch, and how well it is shuffled.
 
-    python -m {{ package_name }}.audit plan --data data --epochs 3   # the epoch plan, no processes
-    python -m {{ package_name }}.audit ledger LEDGER --data data     # what a `train.sh --ledger` run read
+    python -m <package>.audit plan --data data --epochs 3   # the epoch plan, no processes
+    python -m <package>.audit ledger LEDGER --data data     # what a `train.sh --ledger` run read
 
 Prints one row per epoch and an `ideal` row (a uniform random permutation) to compare
 with, then checks the contract's guarantees; writes a PNG that shows the same at a glance.
@@ -19,6 +19,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from . import NPROC_PER_NODE
 from .checks.guarantees import (
     Delivered,
     between_epochs_problems,
@@ -42,10 +43,11 @@ from .data.labels import FORMAT, PLACES, Location, manifest_and_labels
 from .data.loader import plan_epoch
 from .data.reading import Reading
 from .data.sampling import SAMPLER, SHUFFLES
-from .harness.errors import DataError, reported_as_one_line
+from .harness.errors import PACKAGE, DataError, reported_as_one_line
 from .harness.ledger import read_labels as read_ledger_labels
 from .harness.ledger import read_stretches
 from .harness.options import options_of
+from .recipe import Recipe
 
 # Stand-in shard for the entropy measure when the format has no shards of several samples:
 # about what one sequential read of neighbouring samples brings in.
@@ -324,7 +326,7 @@ def require_positive(**sizes: int) -> None:
             raise DataError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
 
 
-Data = Annotated[Location, typer.Option(help=f"Prepared data set (python -m {{ package_name }}.prep){PLACES}")]
+Data = Annotated[Location, typer.Option(help=f"Prepared data set (python -m {PACKAGE}.prep){PLACES}")]
 Png = Annotated[Path, typer.Option(help="Where to write the figure")]
 
 
@@ -338,9 +340,9 @@ def check_png(png: Path) -> None:
 def plan(
     data: Data,
     reading: Reading,  # train's reading options (data/reading.py), one option per field
-    world_size: Annotated[int, typer.Option(help="Ranks (NPROC of train.sh)")] = {{ nproc_per_node }},
-    batch_size: Annotated[int, typer.Option(help="Batch size per rank")] = {{ batch_size }},
-    seed: Annotated[int, typer.Option(help="Seed of every epoch's order")] = {{ seed }},
+    world_size: Annotated[int, typer.Option(help="Ranks (NPROC of train.sh)")] = NPROC_PER_NODE,
+    batch_size: Annotated[int, typer.Option(help="Batch size per rank")] = Recipe().batch_size,
+    seed: Annotated[int, typer.Option(help="Seed of every epoch's order")] = Recipe().seed,
     epochs: Annotated[int, typer.Option(help="Epochs to plan")] = 3,
     png: Png = Path("shuffle_audit.png"),
 ) -> None:
