@@ -1,7 +1,7 @@
 """How fast this project's loader is on your data, against what the same bytes allow and what you would write instead.
 
-    python -m {{ package_name }}.bench --data data            # table on stdout; bench/bench.json and bench/bench.png
-    python -m {{ package_name }}.bench --data data --ranks 4  # memory per node with 4 real ranks
+    python -m <package>.bench --data data            # table on stdout; bench/bench.json and bench/bench.png
+    python -m <package>.bench --data data --ranks 4  # memory per node with 4 real ranks
 
 One rank (world size 1) reads a whole epoch of the data; every figure is the median of
 --repeats passes, the kinds of pass taking turns so that a slow moment of a shared
@@ -20,25 +20,18 @@ cache is warm unless a row says cold. Rows:
   decoded by decode.decode_batch in this one process, only the decoding timed: the
   samples/s (images/s for images) one DataLoader worker can decode of this data set's
   payloads. The samples counted are those decode_batch returned.
-- peer: what a user would write instead, on the same data and batch size (see `peer_loader`).
+- peer: what a user would write instead, on the same data and batch size (see bench_backend.peer_loader).
 - loader, read, cold: the read pass after the data's pages were dropped from the page
   cache (posix_fadvise DONTNEED; Linux), so the storage itself is read.
 - memory per node: W real ranks (torchrun) with K workers each read one epoch; the total
   PSS of all of them (/proc/PID/smaps_rollup), less that of the same processes reading
   nothing, against the data set's size; and the same for every rank loading the data
   itself.
-- claims: measurements of what the backend's design rests on (see `claims`).
-{%- if loader_backend == 'webdataset' %}
-- over a URL (--latency-ms 0,30,100): `python -m {{ package_name }}.serve` in its own process,
-  waiting that many ms before each response's first byte, as object storage does; on it the
-  loader read with K workers (its defaults; runs of 8; one request at a time at 30 ms, as
-  before --requests-in-flight) and the whole-shard streamer (each worker streams whole
-  shards with one GET each, WebDataset's README recipe over HTTP), taking turns. Requests
-  and bytes per epoch are those of the plan (the loader's requests, read_ranges) or of the
-  shards (the streamer); data held per worker is its shuffle buffer plus what its reads hold:
-  (requests in flight + 1) x the largest request of the epoch for the loader, one 64 KiB
-  read for the streamer.
-{%- endif %}
+- claims: measurements of what the backend's design rests on (see bench_backend.claims).
+- the backend's own rows (bench_backend.more_rows; webdataset: over a URL with latency).
+
+What differs between backends (the peer, the claims, the targets of the backend alone, the
+rows of the backend alone) is in bench_backend.py, one per backend with the same names.
 
 Targets (each row of "targets" in bench.json says met or not, with the figure): see TARGETS.
 """
@@ -46,62 +39,33 @@ Targets (each row of "targets" in bench.json says met or not, with the figure): 
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import torch
 import typer
-{% if loader_backend == 'arrow' %}
-from .data.arrow_backend import FORMAT
-{%- elif loader_backend == 'webdataset' %}
-from .data import object_store
-{%- endif %}
-from .data.decode import MakeBatch, Record, {% if loader_backend != 'webdataset' %}decode, {% endif %}decode_batch, payload_batch
-{%- if loader_backend == 'files' %}
-from .data.files_backend import FORMAT
-{%- elif loader_backend == 'webdataset' %}
-from .data.http_stream import open_url
-{%- endif %}
+
+from . import bench_backend
+from .bench_backend import BACKEND, FORMAT, BackendOptions, Data, peer_loader
+from .bench_timing import Pass, Row, loader_passes, measure_in_turns, plural, timed
+from .data.decode import MakeBatch, Record, decode_batch, payload_batch
 from .data.loader import RankLoader
 from .data.manifest import inside, read_manifest
-{%- if loader_backend == 'memory' %}
-from .data.memory_backend import FORMAT, INDEX, PAYLOADS
-{%- endif %}
 from .data.reading import Reading
-{%- if loader_backend == 'webdataset' %}
-from .data.sampling import segment_of, stretch_stream
-from .data.webdataset_backend import (
-    END,
-    FORMAT,
-    START,
-    as_record,
-    is_remote,
-    locate,
-    read_location,
-    read_ranges,
-    read_sample_index,
-)
-{%- endif %}
 from .harness.errors import DataError, reported_as_one_line
 from .harness.options import options_of
-{%- if loader_backend == 'webdataset' %}
-from .serve import serve_in_thread
-{%- endif %}
 
-BACKEND = "{{ loader_backend }}"
 READ_PIECE = 8 << 20  # the ceiling reads files in pieces of this many bytes
 CHECKSUM_SECONDS = 0.5  # how long the checksum speed test hashes
 MEMORY_MIN_BYTES = 64 << 20  # smaller data sets report memory per node, but do not judge its target
@@ -110,83 +74,18 @@ TARGETS = {
     "read_vs_ceiling": ("loader read with K workers / ceiling (samples/s)", 0.7, True),
     "workers_vs_main": ("loader read, K workers / 0 workers", 1.0, True),
     "decode_scaling": ("loader decoded, K workers / 0 workers, as a fraction of K", 0.8, True),
-{%- if loader_backend != 'memory' %}
     # The time sha256 takes over a mean payload, against the time per sample of reading it.
-    "checksum_share": ("sha256 of a sample / the loader's read of it (0 workers)", 0.1, False),
-{%- endif %}
+    **(
+        {"checksum_share": ("sha256 of a sample / the loader's read of it (0 workers)", 0.1, False)}
+        if bench_backend.CHECKSUM_EVERY_SAMPLE
+        else {}
+    ),
     # Reading, decoding excluded: decoding costs the same in both and would hide the difference.
-    "read_vs_peer": ("loader read / peer read, K workers", {% if loader_backend == 'arrow' %}3.0{% elif loader_backend == 'webdataset' %}1.5{% else %}1.0{% endif %}, True),
-{%- if loader_backend in ['memory', 'arrow'] %}
-    "memory_per_node": ("extra PSS of W ranks with K workers / data set bytes", 1.2, False),
-{%- endif %}
-{%- if loader_backend == 'webdataset' %}
-    # Over a URL whose server waits 30 ms before each response (the latency rows).
-    "latency_vs_streamer": ("loader read / whole-shard streamer, 30 ms", 1.5, True),
-    "latency_vs_own_0ms": ("loader read at 30 ms / at 0 ms", 0.8, True),
-    "runs_of_8_vs_streamer": ("loader read, runs of 8 / whole-shard streamer, 30 ms", 1.0, True),
-    "first_batch_vs_streamer": ("loader's first batch / the streamer's, 30 ms (s over s)", 2.0, False),
-    "cached_vs_local": ("loader read from a full --cache-dir / from the folder itself", 0.9, True),
-{%- endif %}
+    "read_vs_peer": ("loader read / peer read, K workers", bench_backend.READ_VS_PEER_GOAL, True),
+    **bench_backend.TARGETS,  # the backend's own
 }
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-
-# --- timing -------------------------------------------------------------------------------
-
-
-@dataclass
-class Pass:
-    """One timed pass: `samples` delivered in `seconds`, the first batch after `first_batch`."""
-
-    samples: int
-    seconds: float
-    first_batch: float
-
-
-def timed(batches: Iterable[dict]) -> Pass:
-    start = time.perf_counter()
-    first = None
-    samples = 0
-    for batch in batches:
-        if first is None:
-            first = time.perf_counter() - start
-        samples += len(batch["y"])
-    return Pass(samples, time.perf_counter() - start, first or 0.0)
-
-
-@dataclass
-class Row:
-    """One line of the table: the median of its passes."""
-
-    name: str
-    what: str
-    passes: list[Pass] = field(default_factory=list)
-
-    def add(self, latest: Pass, repeat: int, repeats: int) -> None:
-        self.passes.append(latest)
-        print(f"  {self.name:<16} pass {repeat + 1}/{repeats}: {latest.samples / latest.seconds:,.0f} samples/s")
-
-    @property
-    def samples_per_s(self) -> float:
-        return statistics.median(p.samples / p.seconds for p in self.passes)
-
-    @property
-    def first_batch(self) -> float:
-        return statistics.median(p.first_batch for p in self.passes)
-
-
-def measure_in_turns(rows: dict[str, tuple[str, Callable[[int], Iterable[dict]]]], repeats: int) -> list[Row]:
-    """Each row's pass `repeats` times, the rows taking turns; pass i reads epoch i + 1."""
-    results = {name: Row(name, what) for name, (what, _) in rows.items()}
-    for repeat in range(repeats):
-        for name, (_, batches) in rows.items():
-            results[name].add(timed(batches(repeat + 1)), repeat, repeats)
-    return list(results.values())
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 # --- the ceiling: the same files, read start to end -------------------------------------
@@ -235,14 +134,8 @@ def with_settings(loader: RankLoader, num_workers: int, make_batch: MakeBatch | 
     backend holds the data in RAM once), not one per variant."""
     variant = copy.copy(loader)
     variant.num_workers, variant.make_batch = num_workers, make_batch
-{%- if loader_backend == 'webdataset' %}
-    variant.sizes = loader.sizes.with_processes(loader.world_size, num_workers)  # the plan of K workers, not of 0
-{%- endif %}
+    bench_backend.plan_workers(variant, loader, num_workers)
     return variant
-
-
-def loader_passes(loader: RankLoader) -> Callable[[int], Iterable[dict]]:
-    return lambda epoch: loader.epoch(epoch)
 
 
 # --- decoding alone -------------------------------------------------------------------------
@@ -304,105 +197,6 @@ def decode_ratios(by_name: dict[str, Row]) -> dict[str, float]:
         return {}
     return {"reduced_vs_full_scale": by_name["decode"].samples_per_s / by_name["decode_full"].samples_per_s}
 
-
-# --- the peer: what a user would write instead --------------------------------------------
-{% if loader_backend == 'webdataset' %}
-
-def peer_loader(
-    data: str, manifest: dict, batch_size: int, num_workers: int, make_batch: MakeBatch
-) -> Callable[[int], Iterable[dict]]:
-    """The WebDataset recipe of its README: shuffled shards split by node and worker, a
-    shuffle buffer of 1000, batches of decoded samples. (It also has the pitfalls this
-    project removes: a shard order fixed at construction, uneven workers.)"""
-    import webdataset as wds
-    from webdataset.gopen import gopen_schemes
-
-    urls = [locate(data, shard["path"]) for shard in manifest["shards"]]
-    if object_store.is_s3(data):  # WebDataset's way to add a scheme: an opener in its gopen table
-        gopen_schemes["s3"] = lambda url, mode="rb", bufsize=8192: object_store.open_object(url)
-    collate = functools.partial(make_batch, num_classes=manifest["num_classes"])
-    pipeline = (
-        wds.WebDataset(urls, shardshuffle=len(urls), nodesplitter=wds.split_by_node, empty_check=False, seed=0)
-        .shuffle(1000)
-        .map(as_record)
-        .batched(batch_size, collation_fn=collate, partial=False)
-    )
-    return lambda epoch: torch.utils.data.DataLoader(pipeline, batch_size=None, num_workers=num_workers)
-{% else %}
-
-class PeerDataset(torch.utils.data.Dataset):
-    """A map-style Dataset as a user writes it: one stored sample per __getitem__,
-{%- if loader_backend == 'memory' %}
-    payloads.bin and its index memory-mapped with numpy,
-{%- elif loader_backend == 'files' %}
-    one open() and read() of the sample's file (no checksum),
-{%- elif loader_backend == 'arrow' %}
-    one Hugging Face `datasets` row look-up (`dataset[i]`) over the same memory-mapped files,
-{%- endif %}
-    decoded there (or not, for the read rows), batched by the default collate."""
-
-    def __init__(self, data: Path, manifest: dict, decoded: bool) -> None:
-        self.data, self.decoded = data, decoded
-{%- if loader_backend == 'memory' %}
-        self.index = np.load(data / INDEX, mmap_mode="r")
-        self.payloads = np.memmap(data / PAYLOADS, dtype=np.uint8, mode="r")
-{%- elif loader_backend == 'files' %}
-        self.files = manifest["shards"]
-{%- elif loader_backend == 'arrow' %}
-        import datasets
-
-        self.table = datasets.concatenate_datasets(
-            [datasets.Dataset.from_file(str(data / shard["path"])) for shard in manifest["shards"]]
-        )
-{%- endif %}
-        self.length = manifest["num_samples"]
-
-    def __len__(self) -> int:
-        return self.length
-
-    def stored(self, position: int) -> Record:
-{%- if loader_backend == 'memory' %}
-        row = self.index[position]
-        payload = self.payloads[row["offset"] : row["offset"] + row["size"]].tobytes()
-        return Record(row["key"].decode(), int(row["label"]), payload, row["extension"].decode(), PAYLOADS)
-{%- elif loader_backend == 'files' %}
-        entry = self.files[position]
-        with open(self.data / entry["path"], "rb") as f:
-            payload = f.read()
-        key, _, extension = Path(entry["path"]).name.partition(".")
-        return Record(key, entry["label"], payload, extension, entry["path"])
-{%- elif loader_backend == 'arrow' %}
-        row = self.table[position]
-        return Record(row["key"], row["label"], row["payload"], row["extension"], "arrow")
-{%- endif %}
-
-    def __getitem__(self, position: int) -> Any:
-        record = self.stored(position)
-        return (decode(record.payload, record.extension), record.label) if self.decoded else record
-
-
-def peer_loader(
-    data: Path, manifest: dict, batch_size: int, num_workers: int, make_batch: MakeBatch
-) -> Callable[[int], Iterable[dict]]:
-    """PeerDataset + DistributedSampler (set_epoch each epoch) + DataLoader."""
-    decoded = make_batch is decode_batch
-    dataset = PeerDataset(data, manifest, decoded)
-    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=0)
-    collate = collate_pairs if decoded else functools.partial(make_batch, num_classes=manifest["num_classes"])
-
-    def batches(epoch: int) -> Iterator[dict]:
-        sampler.set_epoch(epoch)
-        yield from torch.utils.data.DataLoader(
-            dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers, drop_last=True, collate_fn=collate
-        )
-
-    return batches
-
-
-def collate_pairs(pairs: list[tuple[torch.Tensor, int]]) -> dict:
-    x, y = torch.utils.data.default_collate(pairs)
-    return {"x": x, "y": y}
-{% endif %}
 
 # --- memory per node: W real ranks ----------------------------------------------------------
 
@@ -480,7 +274,7 @@ def node_pss(data: Path, mode: str, ranks: int, num_workers: int, batch_size: in
 def memory_per_node(data: Path, payload_bytes: int, ranks: int, num_workers: int, batch_size: int) -> dict:
     """Extra PSS over `idle` (the same processes handing on batches of the same size, with no data
     behind them) per byte of the data set, for this project's loader and for the naive way."""
-    modes = ["idle", "loader"] + ([] if BACKEND == "webdataset" else ["naive"])
+    modes = bench_backend.MEMORY_MODES
     with tempfile.TemporaryDirectory(prefix="bench-ranks-") as scratch:
         peaks = {}
         for mode in modes:
@@ -502,7 +296,8 @@ def memory_per_node(data: Path, payload_bytes: int, ranks: int, num_workers: int
 
 def checksum_speeds() -> dict:
     """MB/s of the checksums a read path could use, on 64 KiB pieces: sha256, which this project
-    checks {% if loader_backend == 'memory' %}once per file when the node loads it{% else %}on every sample it reads{% endif %}, and two cheaper ones for comparison."""
+    checks (once per file when the node loads it, or on every sample it reads: bench_backend.py's
+    CHECKSUM_EVERY_SAMPLE), and two cheaper ones for comparison."""
     import hashlib
     import zlib
 
@@ -519,258 +314,9 @@ def checksum_speeds() -> dict:
             count += 1
         speeds[name] = count * len(piece) / (time.perf_counter() - start) / 1e6
     return {"checksum_mb_per_s": speeds}
-{% if loader_backend == 'files' %}
-
-def open_cost(data: Path, counts: tuple[int, ...] = (1_000, 10_000, 100_000), probes: int = 5_000) -> dict:
-    """Microseconds per open()+read()+close() of a random 1 KiB file among 1k, 10k and 100k
-    files laid out as this backend lays them out (folders of 1000), in a scratch folder on
-    the data's file system: does the cost grow with the number of files (path look-up)?"""
-    from .data.files_backend import FILES_PER_FOLDER
-
-    rng = np.random.default_rng(0)
-    costs = {}
-    for count in counts:
-        with tempfile.TemporaryDirectory(prefix="bench-files-", dir=data.parent) as scratch:
-            paths = [Path(scratch) / f"{i // FILES_PER_FOLDER:05d}" / f"{i:08d}.bin" for i in range(count)]
-            for i, path in enumerate(paths):
-                if i % FILES_PER_FOLDER == 0:
-                    path.parent.mkdir()
-                path.write_bytes(b"x" * 1024)
-            chosen = rng.integers(0, count, size=probes)
-            start = time.perf_counter()
-            for i in chosen:
-                with open(paths[i], "rb") as f:
-                    f.read()
-            costs[str(count)] = (time.perf_counter() - start) / probes * 1e6
-            print(f"  open+read+close among {count:,} files: {costs[str(count)]:.1f} us")
-    return {"open_read_close_us": costs}
-
-
-def claims(data: Path, manifest: dict) -> dict:
-    return open_cost(data)
-{% elif loader_backend in ['memory', 'arrow'] %}
-
-def read_vs_mmap(path: Path) -> dict:
-    """MB/s of `path` read() into a buffer (a copy into user memory) vs memory-mapped and
-    every page touched (no copy: the page cache's pages are mapped), warm page cache."""
-    import mmap
-
-    size = path.stat().st_size
-    buffer = bytearray(size)
-    start = time.perf_counter()
-    with open(path, "rb", buffering=0) as f:
-        f.readinto(buffer)
-    read_s = time.perf_counter() - start
-    del buffer
-    start = time.perf_counter()
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mapped:
-        pages = np.frombuffer(mapped, dtype=np.uint8)
-        int(pages[:: mmap.PAGESIZE].sum())  # one byte of every page: mapped, not copied
-        del pages
-    mmap_s = time.perf_counter() - start
-    return {
-        "file": path.name,
-        "bytes": size,
-        "read_mb_per_s": size / read_s / 1e6,
-        "mmap_mb_per_s": size / mmap_s / 1e6,
-    }
-
-
-def claims(data: Path, manifest: dict) -> dict:
-    largest = max(data_files(data, manifest), key=lambda p: p.stat().st_size)
-    return {"read_vs_mmap": read_vs_mmap(largest)}
-{% elif loader_backend == 'webdataset' %}
-
-def range_requests_vs_stream(
-    url: str, manifest: dict, index: np.ndarray, retry_seconds: float, count: int = 1000
-) -> dict:
-    """Milliseconds per sample for `count` consecutive samples fetched with one Range request
-    each vs one request for all of their bytes (the loader's runs), over loopback HTTP."""
-    shard = manifest["shards"][0]
-    count = min(count, shard["num_samples"])
-    where = url.rstrip("/") + "/" + shard["path"]
-    start = time.perf_counter()
-    for position in range(count):
-        start_byte, end_byte = int(index[position, START]), int(index[position, END])
-        with open_url(where, start_byte, end_byte, retry_seconds=retry_seconds) as stream:
-            stream.read()
-    per_sample = time.perf_counter() - start
-    start = time.perf_counter()
-    with open_url(where, int(index[0, START]), int(index[count - 1, END]), retry_seconds=retry_seconds) as stream:
-        stream.read()
-    streamed = time.perf_counter() - start
-    return {
-        "samples": count,
-        "range_request_ms_per_sample": per_sample / count * 1e3,
-        "streamed_ms_per_sample": streamed / count * 1e3,
-        "range_requests_vs_stream": per_sample / streamed,
-    }
-
-
-def claims(data: Path, manifest: dict) -> dict:
-    retry_seconds = Reading().retry_seconds
-    index = read_sample_index(data, manifest, retry_seconds)
-    server, url = serve_in_thread(data)
-    try:
-        result = range_requests_vs_stream(url, manifest, index, retry_seconds)
-    finally:
-        server.shutdown()
-        server.server_close()
-    return result
-
-
-# --- over a URL with latency: the loader against the whole-shard streamer --------------------
-
-
-class Served:
-    """`python -m <package>.serve DATA --latency-ms N` in its own process (object storage is not
-    in the reader's process, and shares no interpreter lock with it): `with Served(...) as url`."""
-
-    def __init__(self, data: Path, latency_ms: int) -> None:
-        self.command = [sys.executable, "-m", f"{__package__}.serve", str(data), "--port", "0"]
-        self.command += ["--latency-ms", str(latency_ms)]
-
-    def __enter__(self) -> str:
-        self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()  # "serving DATA at http://HOST:PORT (Ctrl-C stops)"
-        if " at http://" not in line:
-            self.process.kill()
-            raise DataError(f"the benchmark's server did not start: {line.strip() or 'no output'}")
-        return line.split(" at ", 1)[1].split()[0]
-
-    def __exit__(self, *exc: object) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-
-def planned_requests(loader: RankLoader, epoch: int) -> tuple[int, int, int]:
-    """(requests, bytes, largest request's bytes) that the loader's workers ask for in `epoch`."""
-    stream = stretch_stream(loader.seed, epoch, loader.sizes, ())
-    sizes = []
-    for worker in range(loader.sizes.workers):
-        positions = segment_of(stream, loader.sizes, loader.rank, worker)
-        index = loader.dataset.index
-        for _, first, end in read_ranges(loader.manifest, index, positions):
-            sizes.append(int(index[end - 1, END]) - int(index[first, START]))
-    return len(sizes), sum(sizes), max(sizes)
-
-
-def url_loader(url: str | Path, batch_size: int, reading: Reading) -> RankLoader:
-    return RankLoader(
-        url, reading=reading, seed=0, world_size=1, rank=0, batch_size=batch_size, make_batch=payload_batch
-    )
-
-
-def rows_at(
-    data: Path, manifest: dict, batch_size: int, reading: Reading, repeats: int, latency: int, cache: str | None
-) -> list[dict]:
-    """The rows of one latency (see latency_rows), read with `reading` (its runs and requests in
-    flight, and two variants); `cache`: a folder for the cached row, None for none."""
-    print(f"over a URL, {latency} ms before each response")
-    mean_bytes = manifest["payload_bytes"] / manifest["num_samples"]
-    rows = []
-    with Served(data, latency) as url:
-        variants = {"loader": reading, "runs_of_8": replace(reading, run_samples=8)}
-        if latency == 30:  # one request per round trip is slow: measured once
-            variants["one_at_a_time"] = replace(reading, requests_in_flight=1)
-        loaders = {name: url_loader(url, batch_size, variant) for name, variant in variants.items()}
-        if cache is not None:
-            variants["cached"] = replace(reading, cache_dir=Path(cache))
-            loaders["cached"] = url_loader(url, batch_size, variants["cached"])
-            for epoch in (1000, 1001):  # untimed; the epochs' left-out samples differ: two fill it all
-                timed(loaders["cached"].epoch(epoch))
-            variants["local"] = replace(reading, requests_in_flight=1)
-            loaders["local"] = url_loader(data, batch_size, variants["local"])
-        turns = {name: (name, loader_passes(loader)) for name, loader in loaders.items()}
-        served = loaders["loader"].manifest
-        turns["streamer"] = ("streamer", peer_loader(url, served, batch_size, reading.num_workers, payload_batch))
-        for row in measure_in_turns(turns, repeats):
-            if row.name == "streamer":
-                requests, nbytes = len(manifest["shards"]), sum(shard["bytes"] for shard in manifest["shards"])
-                run, flight, held = 0, 1, 1000 * mean_bytes + (1 << 16)
-            else:
-                requests, nbytes, largest = planned_requests(loaders[row.name], 1)
-                variant = variants[row.name]
-                run, flight = variant.run_samples, variant.requests_in_flight
-                held = variant.shuffle_buffer * mean_bytes + (flight + 1) * largest
-                if row.name in ("cached", "local"):  # not counted at the server (test_shard_cache does)
-                    requests = nbytes = None
-            rows.append(
-                {
-                    "latency_ms": latency, "name": row.name, "run_samples": run, "requests_in_flight": flight,
-                    "samples_per_s": row.samples_per_s, "first_batch_s": row.first_batch,
-                    "requests_per_epoch": requests, "bytes_per_epoch": nbytes, "held_per_worker_bytes": held,
-                    "passes": [asdict(p) for p in row.passes],
-                }
-            )  # fmt: skip
-    return rows
-
-
-def latency_rows(
-    data: Path, manifest: dict, batch_size: int, reading: Reading, repeats: int, latencies: list[int]
-) -> dict:
-    """The loader (defaults; runs of 8; one request at a time at 30 ms) and the whole-shard
-    streamer over a served copy of `data` at each latency, taking turns; at the largest, also
-    the loader from a full node-local cache (filled by two untimed epochs) against the loader
-    over the folder itself; and the latency targets."""
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-cache-") as scratch:
-        for latency in latencies:
-            cache = scratch if latency == max(latencies) else None
-            rows += rows_at(data, manifest, batch_size, reading, repeats, latency, cache)
-    found = {(row["latency_ms"], row["name"]): row for row in rows}
-    ratios = {}
-    if (30, "loader") in found:
-        at30, streamer = found[30, "loader"], found[30, "streamer"]
-        ratios["latency_vs_streamer"] = at30["samples_per_s"] / streamer["samples_per_s"]
-        ratios["runs_of_8_vs_streamer"] = found[30, "runs_of_8"]["samples_per_s"] / streamer["samples_per_s"]
-        ratios["first_batch_vs_streamer"] = at30["first_batch_s"] / streamer["first_batch_s"]
-        ratios["one_at_a_time_vs_streamer"] = found[30, "one_at_a_time"]["samples_per_s"] / streamer["samples_per_s"]
-        if (0, "loader") in found:
-            ratios["latency_vs_own_0ms"] = at30["samples_per_s"] / found[0, "loader"]["samples_per_s"]
-    cached = [row for row in rows if row["name"] == "cached"]
-    if cached:
-        local = next(row for row in rows if row["name"] == "local")
-        ratios["cached_vs_local"] = cached[0]["samples_per_s"] / local["samples_per_s"]
-    return {"rows": rows, "ratios": ratios, "table": latency_table(rows)}
-
-
-def count(value: float | None, unit: float) -> str:
-    return "-" if value is None else f"{value / unit:,.{0 if unit == 1 else 1}f}"
-
-
-def latency_table(rows: list[dict]) -> str:
-    lines = [
-        "| latency | reader | run | in flight | samples/s | x streamer | first batch (s) | requests/epoch | MB/epoch "
-        "| MB held/worker |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    streamer = {row["latency_ms"]: row["samples_per_s"] for row in rows if row["name"] == "streamer"}
-    for row in rows:
-        run = row["run_samples"] or "shard"
-        where = "folder" if row["name"] == "local" else f"{row['latency_ms']} ms"  # beside that latency's rows
-        lines.append(
-            f"| {where} | {row['name']} | {run} | {row['requests_in_flight']} | "
-            f"{row['samples_per_s']:,.0f} | {row['samples_per_s'] / streamer[row['latency_ms']]:.2f} | "
-            f"{row['first_batch_s']:.2f} | {count(row['requests_per_epoch'], 1)} | {count(row['bytes_per_epoch'], 1e6)} | "
-            f"{row['held_per_worker_bytes'] / 1e6:,.1f} |"
-        )
-    return "\n".join(lines)
 
 
 # --- data behind a URL or in a bucket --------------------------------------------------------
-
-
-def remote_ceiling(data: str, manifest: dict, retry_seconds: float) -> Callable[[int], Iterable[dict]]:
-    """Every shard read whole from the server or store, one request each, one after the other."""
-    urls = [locate(data, shard["path"]) for shard in manifest["shards"]]
-
-    def batches(_: int) -> Iterator[dict]:
-        for url in urls:
-            read_location(url, retry_seconds)
-        yield {"y": range(manifest["num_samples"])}
-
-    return batches
 
 
 def run_remote(data: str, batch_size: int, reading: Reading, repeats: int) -> dict:
@@ -792,7 +338,7 @@ def run_remote(data: str, batch_size: int, reading: Reading, repeats: int) -> di
     rows = {
         "ceiling": (
             "ceiling: the shards read whole, one request each",
-            remote_ceiling(data, manifest, reading.retry_seconds),
+            bench_backend.remote_ceiling(data, manifest, reading.retry_seconds),
         ),
         "read_w0": ("loader, read, 0 workers", loader_passes(read_w0)),
         "read_wk": (f"loader, read, {workers}", loader_passes(read_wk)),
@@ -834,7 +380,7 @@ def run_remote(data: str, batch_size: int, reading: Reading, repeats: int) -> di
         "targets": [row for row in target_rows(ratios) if row["value"] is not None],
         "table": table(measured, rate, mean_bytes),
     }
-{% endif %}
+
 
 # --- the report -----------------------------------------------------------------------------
 
@@ -888,19 +434,11 @@ def figure(rows: list[dict], path: Path, title: str) -> None:
 
 
 @app.command()
-@options_of(reading=Reading)
+@options_of(reading=Reading, backend=BackendOptions)
 def main(
-{%- if loader_backend == 'webdataset' %}
-    data: Annotated[
-        str,
-        typer.Option(
-            help="Prepared data set (python -m {{ package_name }}.prep ...): a folder, its http(s) URL, or s3://BUCKET/PREFIX"
-        ),
-    ],
-{%- else %}
-    data: Annotated[Path, typer.Option(help="Prepared data folder (python -m {{ package_name }}.prep ...)")],
-{%- endif %}
+    data: Data,
     reading: Reading,  # train's reading options (data/reading.py): --num-workers is K, the workers of the multi-worker rows
+    backend: BackendOptions,  # the options of this backend alone (bench_backend.py)
     out: Annotated[Path, typer.Option(help="Folder for bench.json and bench.png")] = Path("bench"),
     batch_size: Annotated[int, typer.Option(help="Samples per batch")] = 256,
     repeats: Annotated[int, typer.Option(help="Timed passes per row (the median is reported)")] = 3,
@@ -909,11 +447,6 @@ def main(
     claims_too: Annotated[
         bool, typer.Option("--claims/--no-claims", help="Also measure the backend's design claims")
     ] = True,
-{%- if loader_backend == 'webdataset' %}
-    latency_ms: Annotated[
-        str, typer.Option(help="Server latencies (ms, comma-separated) of the rows over a URL ('': none)")
-    ] = "0,30,100",
-{%- endif %}
 ) -> None:
     """Measure the loader against the read ceiling of the same files and against the peer a user would write."""
     sys.stdout.reconfigure(line_buffering=True)  # progress lines show as they come, also through a pipe
@@ -921,28 +454,9 @@ def main(
         reading.check()
         if batch_size < 1 or reading.num_workers < 1 or repeats < 1 or ranks < 0:
             raise DataError("--batch-size, --num-workers and --repeats must be at least 1, --ranks at least 0")
-{%- if loader_backend == 'webdataset' %}
-        try:
-            latencies = [int(ms) for ms in latency_ms.split(",") if ms.strip()]
-        except ValueError:
-            raise DataError(f"--latency-ms {latency_ms!r} is not a list of whole ms: pass e.g. 0,30,100") from None
-        if any(ms < 0 for ms in latencies):
-            raise DataError("--latency-ms must be 0 or more")
-        if is_remote(data):  # the rows that need no local files (and no server of the bench's own)
-            report = run_remote(data, batch_size, reading, repeats)
-        else:
-            data = Path(data)
-            manifest = read_manifest(data, FORMAT)
-            report = run(data, manifest, batch_size, reading, repeats, ranks, cold, claims_too)
-            if latencies:
-                latency = latency_rows(data, manifest, batch_size, reading, repeats, latencies)
-                report["latency"] = latency
-                report["ratios"].update(latency["ratios"])
-                report["targets"] = target_rows(report["ratios"])
-{%- else %}
-        manifest = read_manifest(data, FORMAT)
-        report = run(data, manifest, batch_size, reading, repeats, ranks, cold, claims_too)
-{%- endif %}
+
+        backend.check()
+        report, sections = measure(data, batch_size, reading, backend, repeats, ranks, cold, claims_too)
         out.mkdir(parents=True, exist_ok=True)
         partial = out / "bench.json.partial"
         partial.write_text(json.dumps(report, indent=2) + "\n")
@@ -950,15 +464,39 @@ def main(
         samples = report["data"]["num_samples"]
         figure(report["rows"], out / "bench.png", f"{BACKEND}: {samples:,} samples, batch {batch_size}")
         print(report["table"])
-{%- if loader_backend == 'webdataset' %}
-        if "latency" in report:
-            print(report["latency"]["table"])
-{%- endif %}
+        for section in sections:
+            print(report[section]["table"])
         for target in report["targets"]:
             verdict = "n/a" if target["met"] is None else ("met" if target["met"] else "NOT met")
             value = "-" if target["value"] is None else f"{target['value']:.2f}"
             print(f"target {target['what']}: {value} (goal {target['goal']}): {verdict}")
         print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+
+
+def measure(
+    data: str | Path,
+    batch_size: int,
+    reading: Reading,
+    backend: BackendOptions,
+    repeats: int,
+    ranks: int,
+    cold: bool,
+    claims_too: bool,
+) -> tuple[dict, list[str]]:
+    """(the report, the names of the backend's own sections in it): for data behind a URL or in a
+    bucket, the rows that need no local files (and no server of the bench's own); else every
+    row, then the backend's own rows (bench_backend.more_rows) with their ratios and targets."""
+    if bench_backend.is_remote(data):
+        return run_remote(str(data), batch_size, reading, repeats), []
+    data = Path(data)
+    manifest = read_manifest(data, FORMAT)
+    report = run(data, manifest, batch_size, reading, repeats, ranks, cold, claims_too)
+    sections = bench_backend.more_rows(data, manifest, batch_size, reading, repeats, backend)
+    for name, section in sections.items():
+        report[name] = section
+        report["ratios"].update(section["ratios"])
+    report["targets"] = target_rows(report["ratios"])
+    return report, list(sections)
 
 
 def run(
@@ -984,7 +522,6 @@ def run(
     read_wk = with_settings(loader, num_workers, payload_batch)
     decoded_w0 = with_settings(loader, 0, decode_batch)
     decoded_wk = with_settings(loader, num_workers, decode_batch)
-    location = str(data) if BACKEND == "webdataset" else data
     rows = {
         "ceiling": ("ceiling: the files read start to end", ceiling(files, num_samples)),
         "read_w0": ("loader, read, 0 workers", loader_passes(read_w0)),
@@ -993,11 +530,11 @@ def run(
         "decoded_wk": (f"loader, decoded, {plural(num_workers, 'worker')}", loader_passes(decoded_wk)),
         "peer_read_wk": (
             f"peer, read, {plural(num_workers, 'worker')}",
-            peer_loader(location, manifest, batch_size, num_workers, payload_batch),
+            peer_loader(data, manifest, batch_size, num_workers, payload_batch),
         ),
         "peer_decoded_wk": (
             f"peer, decoded, {plural(num_workers, 'worker')}",
-            peer_loader(location, manifest, batch_size, num_workers, decode_batch),
+            peer_loader(data, manifest, batch_size, num_workers, decode_batch),
         ),
     }
     print("warm-up: every row once, untimed")
@@ -1023,11 +560,10 @@ def run(
         **decode_ratios(by_name),
     }
     checksums = checksum_speeds()
-{%- if loader_backend != 'memory' %}
-    sha256_seconds = mean_bytes / (checksums["checksum_mb_per_s"]["sha256"] * 1e6)  # per sample
-    ratios["checksum_share"] = sha256_seconds * by_name["read_w0"].samples_per_s
-    ratios["checksum_share_decoded"] = sha256_seconds * by_name["decoded_w0"].samples_per_s
-{%- endif %}
+    if bench_backend.CHECKSUM_EVERY_SAMPLE:
+        sha256_seconds = mean_bytes / (checksums["checksum_mb_per_s"]["sha256"] * 1e6)  # per sample
+        ratios["checksum_share"] = sha256_seconds * by_name["read_w0"].samples_per_s
+        ratios["checksum_share_decoded"] = sha256_seconds * by_name["decoded_w0"].samples_per_s
     report: dict[str, Any] = {
         "backend": BACKEND,
         "machine": {
@@ -1064,7 +600,7 @@ def run(
             ratios["memory_per_node"] = report["memory_per_node"]["loader_vs_data"]
     if claims_too:
         print("claims")
-        report["claims"] = claims(data, manifest)
+        report["claims"] = bench_backend.claims(data, manifest)
     report["checksums"] = checksums
     report["ratios"] = ratios
     report["targets"] = target_rows(ratios)
