@@ -198,6 +198,39 @@ def decode_ratios(by_name: dict[str, Row]) -> dict[str, float]:
     return {"reduced_vs_full_scale": by_name["decode"].samples_per_s / by_name["decode_full"].samples_per_s}
 
 
+def warm_then_measure(rows: dict[str, tuple[str, Callable[[int], Iterable[dict]]]], repeats: int) -> list[Row]:
+    """Every row once, untimed (the page cache warm), then the timed passes in turns."""
+    print("warm-up: every row once, untimed")
+    for _, batches in rows.values():
+        timed(batches(0))
+    return measure_in_turns(rows, repeats)
+
+
+def cold_row(read_wk: RankLoader, files: list[Path], repeats: int) -> Row:
+    """The loader's read with K workers, the data dropped from the page cache before each pass."""
+    row = Row("read_wk_cold", f"loader, read, {plural(read_wk.num_workers, 'worker')}, cold")
+    for repeat in range(repeats):
+        drop_from_page_cache(files)
+        row.add(timed(read_wk.epoch(repeat + 1)), repeat, repeats)
+    return row
+
+
+def row_reports(measured: list[Row], rate: float, mean_bytes: float) -> list[dict]:
+    """bench.json's rows: each row's medians, as a fraction of the ceiling's `rate` too, and its passes."""
+    return [
+        {
+            "name": r.name,
+            "what": r.what,
+            "samples_per_s": r.samples_per_s,
+            "mb_per_s": r.samples_per_s * mean_bytes / 1e6,
+            "of_ceiling": r.samples_per_s / rate,
+            "first_batch_s": r.first_batch,
+            "passes": [asdict(p) for p in r.passes],
+        }
+        for r in measured
+    ]
+
+
 # --- memory per node: W real ranks ----------------------------------------------------------
 
 
@@ -345,11 +378,7 @@ def run_remote(data: str, batch_size: int, reading: Reading, repeats: int) -> di
         "decoded_wk": (f"loader, decoded, {workers}", loader_passes(decoded_wk)),
         "peer_read_wk": (f"peer, read, {workers}", peer_loader(data, manifest, batch_size, num_workers, payload_batch)),
     }
-    print("warm-up: every row once, untimed")
-    for _, batches in rows.values():
-        timed(batches(0))
-    measured = measure_in_turns(rows, repeats)
-    measured += decode_rows(read_w0, repeats)
+    measured = warm_then_measure(rows, repeats) + decode_rows(read_w0, repeats)
     by_name = {row.name: row for row in measured}
     rate = by_name["ceiling"].samples_per_s
     ratios = {
@@ -364,18 +393,7 @@ def run_remote(data: str, batch_size: int, reading: Reading, repeats: int) -> di
         "data": {"path": data, "num_samples": num_samples, "payload_bytes": manifest["payload_bytes"]},
         "settings": {"batch_size": batch_size, "num_workers": num_workers, "repeats": repeats},
         "open_seconds": opened,
-        "rows": [
-            {
-                "name": r.name,
-                "what": r.what,
-                "samples_per_s": r.samples_per_s,
-                "mb_per_s": r.samples_per_s * mean_bytes / 1e6,
-                "of_ceiling": r.samples_per_s / rate,
-                "first_batch_s": r.first_batch,
-                "passes": [asdict(p) for p in r.passes],
-            }
-            for r in measured
-        ],
+        "rows": row_reports(measured, rate, mean_bytes),
         "ratios": ratios,
         "targets": [row for row in target_rows(ratios) if row["value"] is not None],
         "table": table(measured, rate, mean_bytes),
@@ -537,19 +555,11 @@ def run(
             peer_loader(data, manifest, batch_size, num_workers, decode_batch),
         ),
     }
-    print("warm-up: every row once, untimed")
-    for _, batches in rows.values():
-        timed(batches(0))
-    measured = measure_in_turns(rows, repeats)
-    measured += decode_rows(read_w0, repeats)
+    measured = warm_then_measure(rows, repeats) + decode_rows(read_w0, repeats)
     by_name = {row.name: row for row in measured}
     if cold and drop_from_page_cache(files):
-        row = Row("read_wk_cold", f"loader, read, {plural(num_workers, 'worker')}, cold")
-        for repeat in range(repeats):
-            drop_from_page_cache(files)
-            row.add(timed(read_wk.epoch(repeat + 1)), repeat, repeats)
-        measured.append(row)
-        by_name[row.name] = row
+        measured.append(cold_row(read_wk, files, repeats))
+        by_name[measured[-1].name] = measured[-1]
     rate = by_name["ceiling"].samples_per_s
     ratios = {
         "read_vs_ceiling": by_name["read_wk"].samples_per_s / rate,
@@ -581,18 +591,7 @@ def run(
         },
         "settings": {"batch_size": batch_size, "num_workers": num_workers, "repeats": repeats},
         "open_seconds": opened,
-        "rows": [
-            {
-                "name": r.name,
-                "what": r.what,
-                "samples_per_s": r.samples_per_s,
-                "mb_per_s": r.samples_per_s * mean_bytes / 1e6,
-                "of_ceiling": r.samples_per_s / rate,
-                "first_batch_s": r.first_batch,
-                "passes": [asdict(p) for p in r.passes],
-            }
-            for r in measured
-        ],
+        "rows": row_reports(measured, rate, mean_bytes),
     }
     if ranks:
         report["memory_per_node"] = memory_per_node(data, manifest["payload_bytes"], ranks, num_workers, batch_size)
