@@ -61,7 +61,7 @@ from .bench_backend import BACKEND, FORMAT, BackendOptions, Data, peer_loader
 from .bench_timing import Pass, Row, loader_passes, measure_in_turns, plural, timed
 from .data.decode import MakeBatch, Record, decode_batch, payload_batch
 from .data.loader import RankLoader
-from .data.manifest import inside, read_manifest
+from .data.manifest import inside, open_manifest
 from .data.reading import Reading
 from .harness.errors import DataError, reported_as_one_line
 from .harness.options import options_of
@@ -507,7 +507,7 @@ def measure(
     if bench_backend.is_remote(data):
         return run_remote(str(data), batch_size, reading, repeats), []
     data = Path(data)
-    manifest = read_manifest(data, FORMAT)
+    manifest, _ = open_manifest(data, FORMAT)  # every path it names checked to stay inside `data`
     report = run(data, manifest, batch_size, reading, repeats, ranks, cold, claims_too)
     sections = bench_backend.more_rows(data, manifest, batch_size, reading, repeats, backend)
     for name, section in sections.items():
