@@ -109,7 +109,7 @@ def markdown(reports: dict[str, dict], command: str, data_line: str, revision: s
         "Of ceiling and loader / peer are samples/s over samples/s. Memory per node: extra PSS of the ranks "
         "and their workers over the data set's bytes (naive: every rank reads the data into its own memory; "
         "none for webdataset, which streams). The peer is what a user would write instead on the same backend "
-        "(see each project's bench.py). Per-backend tables, claims and figures: `<backend>/bench.json`, "
+        "(see each project's bench_backend.py). Per-backend tables, claims and figures: `<backend>/bench.json`, "
         "`<backend>/bench.png`.",
         "",
         "Targets (value, goal, verdict), measured in the same run:",

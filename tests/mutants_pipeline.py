@@ -98,7 +98,7 @@ MUTANTS = [
         "bench-variant-keeps-sizes",
         "a bench row of the loader with other workers keeps the plan of the loader it copies (0 workers): "
         "one worker reads the whole stream, the others nothing",
-        function="with_settings",
+        function="plan_workers",
         edits=(
             (
                 "    variant.sizes = loader.sizes.with_processes(loader.world_size, num_workers)",

@@ -20,7 +20,7 @@ import torch.distributed as dist
 import typer
 from torch.nn.parallel import DistributedDataParallel
 
-from .data.loader import HeldoutLoader, RankLoader, check_data, heldout_location
+from .data.loader import RankLoader, check_data, rank_loaders
 from .data.reading import Reading
 from .evaluate import evaluate
 from .harness.checkpoint import Position, restore, to_resume, write_checkpoint
@@ -63,7 +63,11 @@ def main(
         rank, world_size, device = init_distributed()
         try:
             check_layout()
-            loader, heldout = loaders(run, recipe, reading, rank, world_size, device)
+            loader, heldout = rank_loaders(
+                run.data, reading=reading, seed=recipe.seed, world_size=world_size, rank=rank,
+                batch_size=recipe.batch_size, pin_memory=device.type == "cuda",
+                image_size=recipe.image_size, augment=recipe.augment,
+            )  # fmt: skip
             folder = RunFolder(agreed_run_dir(run.run_dir, run.resume))
             train(run, recipe, loader, heldout, folder, device, options=options, order=order)
         except RuntimeError as err:
@@ -75,20 +79,6 @@ def main(
             raise SystemExit(LOST_PEER_EXIT) from None
         finally:
             dist.destroy_process_group()
-
-
-def loaders(run: Run, recipe: Recipe, reading: Reading, rank: int, world_size: int, device: torch.device):
-    """This rank's training loader, and its held-out one (None without a held-out set)."""
-    loader = RankLoader(
-        run.data, reading=reading, seed=recipe.seed, world_size=world_size, rank=rank,
-        batch_size=recipe.batch_size, pin_memory=device.type == "cuda",
-        image_size=recipe.image_size, augment=recipe.augment,
-    )  # fmt: skip
-    where = heldout_location(run.data, rank, reading=reading)
-    heldout = where and HeldoutLoader(
-        where, reading=reading, world_size=world_size, rank=rank, batch_size=256, image_size=recipe.image_size
-    )
-    return loader, heldout
 
 
 def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFolder, device: torch.device, *,

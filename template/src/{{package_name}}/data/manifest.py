@@ -45,6 +45,24 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def open_manifest(root: str | Path, expected_format: str) -> tuple[dict[str, Any], str]:
+    """DIR/manifest.json read and checked (read_manifest), every path it names checked to stay
+    inside DIR (`inside`: a symlink that leads out is refused), and the sha256 of its bytes (which
+    version of the data a run reads). A loader joins those paths to DIR plainly afterwards."""
+    manifest = read_manifest(root, expected_format)
+    for path in named_paths(manifest, expected_format):
+        inside(root, path)
+    return manifest, sha256_file(Path(root) / MANIFEST)
+
+
+def named_paths(manifest: dict[str, Any], expected_format: str) -> list[str]:
+    """Every file a checked manifest names: labels, the format's own files, each shard (and its keys)."""
+    files = [manifest["labels"], *(manifest[name] for name in FORMAT_FILES.get(expected_format, ()))]
+    for shard in manifest["shards"]:
+        files += [shard["path"], shard["keys"]] if "keys" in shard else [shard["path"]]
+    return files
+
+
 def manifest_sha256(location: str | Path) -> str | None:
     """The sha256 of the data set's manifest.json (None when it has none): which version of the
     data a run read, recorded in its config.json; a resume on other data is refused."""
@@ -186,6 +204,10 @@ def checked_manifest(manifest: Any, where: str | Path, expected_format: str) -> 
                 "prepare the data again"
             )
         relative_path(shard["path"], where)
+        if "keys" in shard:  # webdataset: the shard's keys file (webdataset_backend.shard_keys)
+            if not isinstance(shard["keys"], str):
+                raise DataError(f"{where}: shards[{i}]'s 'keys' is not a str: prepare the data again")
+            relative_path(shard["keys"], where)
     relative_path(manifest["labels"], where)
     for name in FORMAT_FILES.get(expected_format, ()):
         for field in (name, f"{name}_sha256"):
