@@ -77,6 +77,20 @@ def named_modules(path: Path, package: Path, modules: set[str]) -> set[str]:
     return found
 
 
+def helpers_of(path: Path) -> list[Path]:
+    """The test file and the modules of its own folder it imports besides conftest (order_cases.py:
+    a test's cases, one file per backend), whose names count as the test's."""
+    imported = {node.module for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)}
+    return [
+        path,
+        *(
+            path.parent / f"{m}.py"
+            for m in sorted(imported - {None, "conftest"})
+            if (path.parent / f"{m}.py").is_file()
+        ),
+    ]
+
+
 def sampler_independent_tests(project: Path, independent: list[str]) -> list[str]:
     """The test files of a project that neither depend on the sampler nor import or name a module
     that makes or reads the epoch's order: one whose text depends on the sampler, or one that
@@ -89,7 +103,8 @@ def sampler_independent_tests(project: Path, independent: list[str]) -> list[str
     return sorted(
         path
         for path in independent
-        if path.startswith("tests/test_") and not named_modules(project / path, package, names) & dependent
+        if path.startswith("tests/test_")
+        and not any(named_modules(part, package, names) & dependent for part in helpers_of(project / path))
     )
 
 

@@ -111,10 +111,30 @@ def test_the_templates_plain_python_is_linted_where_it_is() -> None:
     assert not JINJA_LEFTOVER.search(prep.read_text()), "template/.../prep.py holds Jinja: it is no plain Python"
     listed = run_in(ROOT, sys.executable, "-m", "ruff", "check", "--no-cache", "--show-files", "template")
     linted = {Path(line.strip()).name for line in listed.stdout.splitlines()}
-    assert {"prep.py", "{% if loader_backend == 'webdataset' %}storing.py{% endif %}"} <= linted, (
-        f"ruff does not read the template's plain Python in place: {sorted(linted)}"
-    )
+    plain = {"prep.py", "audit.py", "streams.py", "{% if loader_backend == 'webdataset' %}storing.py{% endif %}"}
+    assert plain <= linted, f"ruff does not read the template's plain Python in place: {sorted(linted)}"
     assert_linted(ROOT / "template", "template's plain Python files, in place")
+
+
+# A Jinja `if` on the backend picks files, not lines: a file rendered for every backend holds none.
+BACKEND_IF = re.compile(r"{%-?\s*(?:el)?if\b[^%]*\bloader_backend\b")
+BACKEND_IF_ALLOWED = {
+    # The dependencies a backend needs: configuration, not code.
+    "pyproject.toml.jinja",
+}
+
+
+def test_files_rendered_for_every_backend_hold_no_backend_if() -> None:
+    template = ROOT / "template"
+    shared = [p for p in template.rglob("*") if p.is_file() and "loader_backend" not in str(p.relative_to(template))]
+    holding = {
+        str(p.relative_to(template)) for p in shared if p.suffix not in FIGURES and BACKEND_IF.search(p.read_text())
+    }
+    unexpected = sorted(holding - BACKEND_IF_ALLOWED)
+    assert not unexpected, (
+        "these template files are rendered for every backend but switch on loader_backend with a Jinja if: "
+        f"{unexpected}; move each backend's part into the backend's own file (a conditional file name)"
+    )
 
 
 # train.py is the loop a researcher reads in one sitting; the harness and the recipe hold the rest

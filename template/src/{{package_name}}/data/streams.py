@@ -15,8 +15,9 @@ The streams, and where each is keyed:
 - the model's initial weights: torch.manual_seed(seed) in train.py, the same on every rank;
 - dropout and whatever else a training step draws: each rank's torch, numpy and random seeded
   from (seed, rank) (harness/checkpoint.seed_rank), saved in every checkpoint and restored;
-- prep: the held-out split from (seed) (sources/source.py){% if loader_backend == 'webdataset' %} and
-  the shuffled storage order from (seed) (sources/storage_order.py){% endif %}.
+- prep: the held-out split from (seed) (sources/source.py), and the shuffled storage order from
+  (seed) where the backend's prep shuffles it (sources/storing.py says; webdataset's does, in
+  sources/storage_order.py).
 
 Keys are hashed with SeedSequence (and a sample key with blake2b), never Python's hash(): that
 changes from process to process with PYTHONHASHSEED.

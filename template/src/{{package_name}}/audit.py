@@ -1,7 +1,7 @@
 """Shuffle-quality report: what every rank reads, epoch by epoch, and how well it is shuffled.
 
-    python -m {{ package_name }}.audit plan --data data --epochs 3   # the epoch plan, no processes
-    python -m {{ package_name }}.audit ledger LEDGER --data data     # what a `train.sh --ledger` run read
+    python -m <package>.audit plan --data data --epochs 3   # the epoch plan, no processes
+    python -m <package>.audit ledger LEDGER --data data     # what a `train.sh --ledger` run read
 
 Prints one row per epoch and an `ideal` row (a uniform random permutation) to compare
 with, then checks the contract's guarantees; writes a PNG that shows the same at a glance.
@@ -19,6 +19,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from . import NPROC_PER_NODE
 from .checks.guarantees import (
     Delivered,
     between_epochs_problems,
@@ -38,19 +39,16 @@ from .checks.shuffle_metrics import (
     relative_shuffle_entropy,
     same_rank_fraction,
 )
-from .data import {{ loader_backend }}_backend as backend
+from .data.labels import FORMAT, PLACES, Location, manifest_and_labels
 from .data.loader import plan_epoch
-{%- if loader_backend != 'webdataset' %}
-from .data.manifest import read_labels, read_manifest
-{%- endif %}
 from .data.reading import Reading
-from .data.sampling import SHUFFLES
-from .harness.errors import DataError, reported_as_one_line
+from .data.sampling import SAMPLER, SHUFFLES
+from .harness.errors import PACKAGE, DataError, reported_as_one_line
 from .harness.ledger import read_labels as read_ledger_labels
 from .harness.ledger import read_stretches
 from .harness.options import options_of
+from .recipe import Recipe
 
-SAMPLER = "{{ sampler }}"
 # Stand-in shard for the entropy measure when the format has no shards of several samples:
 # about what one sequential read of neighbouring samples brings in.
 BLOCK_OF_NEIGHBOURS = 100
@@ -327,34 +325,9 @@ def require_positive(**sizes: int) -> None:
         if value < 1:
             raise DataError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
 
-{%- if loader_backend == 'webdataset' %}
 
-
-Data = Annotated[
-    str,
-    typer.Option(help="Prepared data set (python -m {{ package_name }}.prep): a folder, its http(s) URL, or s3://BUCKET/PREFIX"),
-]
-{%- else %}
-
-
-Data = Annotated[Path, typer.Option(help="Prepared data set (python -m {{ package_name }}.prep)")]
-{%- endif %}
+Data = Annotated[Location, typer.Option(help=f"Prepared data set (python -m {PACKAGE}.prep){PLACES}")]
 Png = Annotated[Path, typer.Option(help="Where to write the figure")]
-
-{%- if loader_backend == 'webdataset' %}
-
-
-def read_data(data: str, reading: Reading) -> tuple[dict, np.ndarray]:
-    """The manifest and the labels of a local, served or bucket data set."""
-    manifest, _ = backend.read_dataset_manifest(data, reading.retry_seconds)
-    return manifest, backend.read_dataset_labels(data, manifest, reading.retry_seconds)
-{%- else %}
-
-
-def read_data(data: Path, reading: Reading) -> tuple[dict, np.ndarray]:
-    """The manifest and the labels of a prepared data set."""
-    return read_manifest(data, backend.FORMAT), read_labels(data)
-{%- endif %}
 
 
 def check_png(png: Path) -> None:
@@ -367,9 +340,9 @@ def check_png(png: Path) -> None:
 def plan(
     data: Data,
     reading: Reading,  # train's reading options (data/reading.py), one option per field
-    world_size: Annotated[int, typer.Option(help="Ranks (NPROC of train.sh)")] = {{ nproc_per_node }},
-    batch_size: Annotated[int, typer.Option(help="Batch size per rank")] = {{ batch_size }},
-    seed: Annotated[int, typer.Option(help="Seed of every epoch's order")] = {{ seed }},
+    world_size: Annotated[int, typer.Option(help="Ranks (NPROC of train.sh)")] = NPROC_PER_NODE,
+    batch_size: Annotated[int, typer.Option(help="Batch size per rank")] = Recipe().batch_size,
+    seed: Annotated[int, typer.Option(help="Seed of every epoch's order")] = Recipe().seed,
     epochs: Annotated[int, typer.Option(help="Epochs to plan")] = 3,
     png: Png = Path("shuffle_audit.png"),
 ) -> None:
@@ -378,14 +351,14 @@ def plan(
         check_png(png)
         require_positive(world_size=world_size, batch_size=batch_size, epochs=epochs)
         reading.check()
-        manifest, labels = read_data(data, reading)
+        manifest, labels = manifest_and_labels(data, reading)
         num_samples = manifest["num_samples"]
         shards, unit = shard_of_position(manifest, num_samples)
         sizes = dict(world_size=world_size, batch_size=batch_size, reading=reading)
         planned = {epoch: plan_epoch(manifest, seed=seed, epoch=epoch, **sizes) for epoch in range(epochs)}
         order = "".join(f", {name.replace('_', ' ')} {value}" for name, value in reading.order().items())
         source = (
-            f"Shuffle audit of the epoch plan for {data} ({backend.FORMAT}, {num_samples} samples, "
+            f"Shuffle audit of the epoch plan for {data} ({FORMAT}, {num_samples} samples, "
             f"{manifest['num_classes']} classes)\n{SAMPLER} sampler, seed {seed}, "
             f"{world_size} ranks x {reading.num_workers} workers x batch {batch_size}{order}"
         )
@@ -410,7 +383,9 @@ def as_positions(keys: list[str]) -> list[int]:
 @app.command()
 def ledger(
     ledger_dir: Annotated[Path, typer.Argument(metavar="LEDGER", help="The --ledger folder of a train.sh run")],
-    data: Annotated[{% if loader_backend == 'webdataset' %}str{% else %}Path{% endif %} | None, typer.Option(help="The run's data set (without it, some counts are bounds)")] = None,
+    data: Annotated[
+        Location | None, typer.Option(help="The run's data set (without it, some counts are bounds)")
+    ] = None,
     num_workers: Annotated[int, typer.Option(help="DataLoader workers per rank of the run")] = Reading().num_workers,
     png: Png = Path("shuffle_audit.png"),
 ) -> None:
@@ -450,7 +425,7 @@ def ledger(
             )
             what = f"the run in {ledger_dir} (no --data)"
         else:
-            manifest, labels = read_data(data, Reading())
+            manifest, labels = manifest_and_labels(data, Reading())
             num_samples = manifest["num_samples"]
             if largest >= num_samples:
                 raise DataError(f"the ledger reads key {largest}, {data} holds {num_samples} samples: {NOT_THE_DATA}")
@@ -458,7 +433,7 @@ def ledger(
             if wrong:
                 raise DataError(f"{wrong} ledger labels differ from the labels stored in {data}: {NOT_THE_DATA}")
             classes = manifest["num_classes"]
-            what = f"the run in {ledger_dir} on {data} ({backend.FORMAT}, {num_samples} samples, {classes} classes)"
+            what = f"the run in {ledger_dir} on {data} ({FORMAT}, {num_samples} samples, {classes} classes)"
         first = next(iter(epochs.values()))
         source = (
             f"Shuffle audit of {what}\n{SAMPLER} sampler, "
