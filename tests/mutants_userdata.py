@@ -1,5 +1,5 @@
 """Mutants of issue 18 (data as users hold it): decoding images as they are meant to be seen,
-and prep's check of every file."""
+and prep's check of every file; a held-out set prepared apart, checked against the training set's classes."""
 
 from __future__ import annotations
 
@@ -28,5 +28,15 @@ MUTANTS = [
         backends=("arrow",),  # prep is the same for every backend and sampler
         samplers=("global",),
         only_test="tests/test_prep_verification.py",
+    ),
+    Mutant(
+        "heldout-classes-counted",
+        "the held-out set's class list is compared by its length alone: one with two classes swapped"
+        " is scored with the wrong names, its accuracy a number without meaning",
+        function="check_same_classes",
+        edits=(("if classes == training:", "if len(classes) == len(training):"),),
+        backends=("arrow",),  # manifest.py is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_bad_data.py",
     ),
 ]

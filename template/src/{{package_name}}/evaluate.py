@@ -15,7 +15,8 @@ from typing import Annotated
 import torch
 import typer
 
-from .data.loader import HeldoutLoader
+from .data.loader import HeldoutLoader, training_manifest
+from .data.manifest import check_same_classes
 from .data.reading import Reading
 from .harness.checkpoint import Unreadable, load, saved
 from .harness.ddp import all_sum
@@ -56,6 +57,20 @@ def newest_checkpoint(run_dir: Path) -> Path:
     return found[-1][1]
 
 
+def same_classes(heldout: dict, where: str, trained_on: str, path: Path, run: bool) -> None:
+    """The held-out set's class list (`heldout`, its manifest, read at `where`) against the training set's (the run's data set when `run`):
+    a label is a position in that list, so another list is refused before any scoring (a model of
+    as many classes would score it without a word). A training set that cannot be read is passed
+    over: the model's shape is still checked."""
+    try:
+        training = training_manifest(trained_on, Reading())
+    except DataError:
+        return
+    other = f"the data set {path.name} was trained on ({trained_on})" if run else f"the training set ({trained_on})"
+    fix = "pass the --data it was trained on, with a held-out set prepared with it in one prep"
+    check_same_classes(heldout["classes"], where, training["classes"], other, fix)
+
+
 @app.command()
 def main(
     run_dir: Annotated[
@@ -73,6 +88,7 @@ def main(
         if run_dir is not None and not (run_dir / "config.json").is_file():
             raise DataError(f"{run_dir} holds no config.json: pass the folder a run wrote (train.sh --run-dir)")
         path = checkpoint or newest_checkpoint(run_dir)
+        trained_on = None  # the data set the run names (config.json), else the training set beside the held-out one
         if data is None:
             if run_dir is None:
                 raise DataError("pass --data: without --run-dir the data set is not known")
@@ -80,6 +96,7 @@ def main(
             data = read_config(run_dir, fix=instead).get("data")
             if not isinstance(data, str):
                 raise DataError(f"{run_dir / 'config.json'} names no data set: pass --data")
+            trained_on = data
         if "\0" in data:  # no file name holds one; the loader would look for a data set there
             raise DataError("--data holds a NUL byte (\\0), which no file name can hold: pass it without one")
         try:
@@ -91,6 +108,7 @@ def main(
         heldout = HeldoutLoader(
             heldout_dir, reading=Reading(), world_size=1, rank=0, batch_size=256, image_size=recipe.image_size
         )
+        same_classes(heldout.manifest, heldout_dir, trained_on or data, path, run=trained_on is not None)
         example = next(iter(heldout))["x"][0]
         model = recipe.build_model(example, heldout.manifest["num_classes"])
         try:

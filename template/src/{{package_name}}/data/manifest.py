@@ -70,6 +70,39 @@ def manifest_sha256(location: str | Path) -> str | None:
     return sha256_file(manifest) if manifest.is_file() else None
 
 
+SAME_CLASSES_FIX = "prepare the held-out set from the same class folders, or with the training set in one prep"
+
+
+def check_same_classes(
+    classes: list[str],
+    where: str | Path,
+    training: list[str],
+    other: str = "the training set",
+    fix: str = SAME_CLASSES_FIX,
+) -> None:
+    """A held-out set's `classes` (the manifest's list, read at `where`) against `training`'s: the
+    same names in the same order, for a label is a position in that list (one missing shifts every
+    label after it). DataError in one line naming the first difference, else nothing."""
+    if classes == training:
+        return
+    at = next(i for i in range(max(len(classes), len(training)) + 1) if classes[i : i + 1] != training[i : i + 1])
+    if at >= len(classes) or (at < len(training) and training[at] not in classes):
+        difference = f"{training[at]!r} is missing at label {at}"
+    elif at >= len(training) or classes[at] not in training:
+        difference = f"{classes[at]!r} at label {at} is not a class of {other}"
+    else:  # the same names in another order
+        difference = f"label {at} is {classes[at]!r} there, {training[at]!r} in {other}"
+    raise DataError(
+        f"{where} has {len(classes)} classes ({named(classes)}), {other} {len(training)} ({named(training)}): "
+        f"{difference}: {fix}"
+    )
+
+
+def named(classes: list[str], shown: int = 3) -> str:
+    """The first `shown` names of a class list, each as a Python string (one line whatever they hold)."""
+    return ", ".join([repr(name) for name in classes[:shown]] + ["..."] * (len(classes) > shown))
+
+
 class HashingWriter:
     """A binary file written once, front to back, hashed on the way: no second read for its sha256."""
 
