@@ -1,4 +1,4 @@
-"""Turn raw data into this project's format (data/storing.py) plus manifest.json.
+"""Turn raw data into this project's format (sources/storing.py) plus manifest.json.
 
     python -m <package>.prep synthetic --out data
     python -m <package>.prep folder RAW_DIR --out data
@@ -12,7 +12,7 @@ The data set is written under a temporary name and renamed into place at the end
 interrupted prep (even kill -9) leaves no folder a loader would accept; the next prep
 into the same place removes such leftovers. A held-out split goes to DIR/heldout.
 What is the backend's own (its options, an --out elsewhere than a folder, shards indexed in
-place, a storage order other than the source's) is in data/storing.py, which every backend has.
+place, a storage order other than the source's) is in sources/storing.py, which every backend has.
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def write_dataset(
 @options_of(storage=Storing)
 def synthetic(
     out: Out,
-    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
+    storage: Storing,  # the backend's options of how samples are stored, one per field (sources/storing.py)
     num_samples: Annotated[int, typer.Option(help="Training samples")] = 2000,
     num_classes: Annotated[int, typer.Option(help="Classes")] = 10,
     seed: Annotated[int, typer.Option(help=f"Seed of the generator{storing.SEED_ALSO}")] = 0,
@@ -271,7 +271,7 @@ def synthetic(
 def folder(
     src: Annotated[Path, typer.Argument(help="Folder with one sub-folder per class")],
     out: Out,
-    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
+    storage: Storing,  # the backend's options of how samples are stored, one per field (sources/storing.py)
     heldout_fraction: HeldoutFraction = 0.1,
     seed: Seed = 0,
     verify: Verify = True,
@@ -290,7 +290,7 @@ def folder(
 def table(
     file: Annotated[Path, typer.Argument(help="A .parquet, .arrow, .jsonl or .csv file")],
     out: Out,
-    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
+    storage: Storing,  # the backend's options of how samples are stored, one per field (sources/storing.py)
     label_column: Annotated[str, typer.Option(help="Column holding the class label")] = "label",
     image_column: ImageColumn = None,
     heldout_fraction: HeldoutFraction = 0.1,
@@ -316,7 +316,7 @@ def hf(
         ),
     ],
     out: Out,
-    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
+    storage: Storing,  # the backend's options of how samples are stored, one per field (sources/storing.py)
     split: Annotated[str, typer.Option(help="The split to prepare")] = "train",
     image_column: ImageColumn = None,
     label_column: Annotated[
@@ -337,7 +337,7 @@ def hf(
 @options_of(storage=Storing)
 def webdataset(
     src: Annotated[Path, typer.Argument(help="A folder of .tar shards as webdataset's ShardWriter writes them")],
-    storage: Storing,  # the backend's options of how samples are stored, one per field (data/storing.py)
+    storage: Storing,  # the backend's options of how samples are stored, one per field (sources/storing.py)
     out: ShardsOut = None,
     label_member: Annotated[str, typer.Option(help="The member holding each sample's label (decimal text)")] = "cls",
     label_field: Annotated[
