@@ -139,10 +139,10 @@ def read_ledger(directory: str | Path) -> dict[int, list[list[list[str]]]]:
 
 
 def read_labels(directory: str | Path) -> dict[str, int]:
-    """key -> label, as the ledger recorded them."""
+    """key -> label, as the ledger recorded them; -1 (no label) where it records none (data without classes)."""
     labels: dict[str, int] = {}
     for path in Path(directory).glob("rank*.jsonl"):
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            labels.update(zip(record["keys"], record["labels"], strict=True))
+            labels.update(zip(record["keys"], record.get("labels", [-1] * len(record["keys"])), strict=True))
     return labels
