@@ -197,7 +197,8 @@ def write_dataset(
         ):
             for position, sample in enumerate(samples_in_storage_order(source, root, storage_seed)):
                 labels[position] = sample.label
-                label_counts[sample.label] += 1
+                if num_classes:
+                    label_counts[sample.label] += 1
                 extensions[sample.extension] = extensions.get(sample.extension, 0) + 1
                 key = key_of(position)
                 writer.add(key, sample)
@@ -217,6 +218,7 @@ def write_dataset(
                 "num_classes": num_classes,
                 "classes": source.classes,
                 "label_counts": label_counts.tolist(),
+                "fields": source.fields(extensions),
                 "extensions": dict(sorted(extensions.items())),
                 "payload_bytes": progress.bytes,
                 "labels": LABELS,
