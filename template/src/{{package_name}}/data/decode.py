@@ -248,8 +248,10 @@ def decode_field(
     if kind == "image":
         with Image.open(io.BytesIO(data)) as image:
             image = to_rgb(image)
-            return eval_transform(image, image_size) if geometry is None else as_tensor(
-                apply_geometry(image, geometry, image_size)
+            return (
+                eval_transform(image, image_size)
+                if geometry is None
+                else as_tensor(apply_geometry(image, geometry, image_size))
             )
     if kind == "text":
         return decode_text(data)
