@@ -106,12 +106,12 @@ def test_rendered_code_passes_the_projects_own_linters(rendered, backend: str, s
 
 def test_the_templates_plain_python_is_linted_where_it_is() -> None:
     """The template's Python files without a .jinja suffix (conditional names included) are what
-    `nox -s lint` checks in place: prep.py, shared by every backend, is one, with no Jinja in it."""
-    prep = ROOT / "template" / "src" / "{{package_name}}" / "prep.py"
-    assert not JINJA_LEFTOVER.search(prep.read_text()), "template/.../prep.py holds Jinja: it is no plain Python"
+    `nox -s lint` checks in place: train.py, shared by every backend and task, is one, with no Jinja in it."""
+    loop = ROOT / "template" / "src" / "{{package_name}}" / "train.py"
+    assert not JINJA_LEFTOVER.search(loop.read_text()), "template/.../train.py holds Jinja: it is no plain Python"
     listed = run_in(ROOT, sys.executable, "-m", "ruff", "check", "--no-cache", "--show-files", "template")
     linted = {Path(line.strip()).name for line in listed.stdout.splitlines()}
-    plain = {"prep.py", "audit.py", "streams.py", "{% if loader_backend == 'webdataset' %}storing.py{% endif %}"}
+    plain = {"train.py", "audit.py", "streams.py", "{% if loader_backend == 'webdataset' %}storing.py{% endif %}"}
     assert plain <= linted, f"ruff does not read the template's plain Python in place: {sorted(linted)}"
     assert_linted(ROOT / "template", "template's plain Python files, in place")
 
