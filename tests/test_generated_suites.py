@@ -13,7 +13,7 @@ from conftest import PACKAGE, ROOT
 from mutants_framework import definitions
 from package_modules import package_imports, package_modules
 from pytest_server import run_pytest
-from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER
+from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER, DEFAULT_TASK, TASK_RENDERS
 
 TEMPLATE = ROOT / "template"
 
@@ -47,7 +47,7 @@ def uses_the_sampler(template_file: Path) -> bool:
 def rendered_path(template_file: Path, backend: str) -> str | None:
     """Where a sampler-independent template file lands in a project of `backend` (None: not rendered)."""
     relative = str(template_file.relative_to(TEMPLATE)).removesuffix(".jinja")
-    path = jinja2.Template(relative).render(package_name=PACKAGE, loader_backend=backend)
+    path = jinja2.Template(relative).render(package_name=PACKAGE, loader_backend=backend, task=DEFAULT_TASK)
     parts = path.split("/")
     return None if not all(parts) else path
 
@@ -175,6 +175,31 @@ def test_rendered_project_passes_its_own_tests(rendered, backend: str, sampler: 
     assert "passed" in summary and "skipped" not in summary and " error" not in summary, (
         f"{backend}/{sampler}: unexpected summary {summary!r}"
     )
+
+
+@pytest.mark.parametrize("task", sorted(TASK_RENDERS))
+def test_task_project_passes_its_own_tests(rendered, task: str) -> None:
+    """A task other than the default renders once (variants.TASK_RENDERS) and runs what its task changes:
+    every test that starts no processes (the pipeline and the task's recipe at the function level) and the
+    task's own test files, tests/test_<task>*.py, processes included (the gathered loss, one training run).
+    The data pipeline's process tests (launch, resume, restarts) are the task's too: the task changes the
+    batch's fields and the step, never the order or the harness, and they run in the default task's projects."""
+    backend, sampler = TASK_RENDERS[task]
+    project = rendered(backend, sampler, task)
+    own = sorted(str(path.relative_to(project)) for path in (project / "tests").glob(f"test_{task}*.py"))
+    assert own, f"{task}: the project has no tests/test_{task}*.py of its own"
+    results = [
+        run_pytest(project, "-m", "not processes", *(f"--ignore={path}" for path in own)),
+        run_pytest(project, *own),
+    ]
+    for result in results:
+        summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+        assert result.returncode == 0, (
+            f"{task} ({backend}/{sampler}): the generated tests fail:\n{result.stdout[-6000:]}"
+        )
+        assert "passed" in summary and "skipped" not in summary and " error" not in summary, (
+            f"{task} ({backend}/{sampler}): unexpected summary {summary!r}"
+        )
 
 
 @pytest.mark.parametrize("backend", sorted(DEFAULT_SAMPLER))

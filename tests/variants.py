@@ -33,3 +33,15 @@ DEFAULT = (DEFAULT_BACKEND, DEFAULT_SAMPLER[DEFAULT_BACKEND])
 
 # Every pair that renders: map-style backends first, each backend's default sampler first.
 COMBINATIONS = [(backend, sampler) for backend in BACKENDS for sampler in samplers_of(backend)]
+
+# The task: a third axis, not multiplied into the combinations. Each task other than the default
+# renders once, on the backend where it matters most (contrastive: image-text shards, the form of
+# LAION and CC3M; segmentation: image + mask rows), and runs the tests that its task changes.
+TASKS = ("classification", "contrastive", "segmentation")
+DEFAULT_TASK = "classification"
+TASK_RENDERS = {"contrastive": ("webdataset", "shard_buffer"), "segmentation": ("arrow", "global")}
+# Every project the template's tests render: each combination with the default task, then each
+# other task's one render. (backend, sampler, task).
+RENDERS = [(backend, sampler, DEFAULT_TASK) for backend, sampler in COMBINATIONS] + [
+    (*TASK_RENDERS[task], task) for task in TASKS if task != DEFAULT_TASK
+]

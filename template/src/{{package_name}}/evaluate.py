@@ -19,35 +19,11 @@ from .data.loader import HeldoutLoader, training_manifest
 from .data.manifest import check_same_classes
 from .data.reading import Reading
 from .harness.checkpoint import Unreadable, load, saved
-from .harness.ddp import all_sum
 from .harness.errors import DataError, checked_path, reported_as_one_line
 from .harness.run_folder import read_config
-from .recipe import Recipe
+from .recipe import METRIC, Recipe
 
 app = typer.Typer(add_completion=False)
-
-
-@torch.no_grad()
-def heldout_accuracy(
-    model: torch.nn.Module, heldout: HeldoutLoader, device: torch.device = torch.device("cpu")
-) -> tuple[int, int]:
-    """(correct, total) over `heldout` (a rank's share of it, in training), in eval mode."""
-    model.eval()
-    correct = total = 0
-    for batch in heldout:
-        logits = model(batch["x"].to(device, non_blocking=True))
-        correct += (logits.argmax(1).cpu() == batch["y"]).sum().item()
-        total += len(batch["y"])
-    return correct, total
-
-
-def evaluate(model: torch.nn.Module, heldout: HeldoutLoader, device: torch.device) -> float:
-    """Accuracy on the held-out set in training, each rank scoring its share (a collective).
-    `model` is the plain module, not the DDP wrapper: DDP's forward broadcasts the BatchNorm
-    buffers at every batch, a collective that would hang when the ranks' shares differ by a batch."""
-    correct, total = all_sum(list(heldout_accuracy(model, heldout, device)), device)
-    model.train()
-    return correct / max(total, 1)
 
 
 def newest_checkpoint(run_dir: Path) -> Path:
@@ -81,7 +57,7 @@ def main(
     ] = None,
     data: Annotated[str | None, typer.Option(help="Prepared data set (default: the run's, from config.json)")] = None,
 ) -> None:
-    """Held-out accuracy of a checkpoint."""
+    """The held-out figure of a checkpoint (the recipe's METRIC: accuracy for classification)."""
     with reported_as_one_line():
         if run_dir is None and checkpoint is None:
             raise DataError("pass --run-dir (a run folder) or --checkpoint (a checkpoint file)")
@@ -109,8 +85,7 @@ def main(
             heldout_dir, reading=Reading(), world_size=1, rank=0, batch_size=256, image_size=recipe.image_size
         )
         same_classes(heldout.manifest, heldout_dir, trained_on or data, path, run=trained_on is not None)
-        example = next(iter(heldout))["x"][0]
-        model = recipe.build_model(example, heldout.manifest["num_classes"])
+        model = recipe.build_model(next(iter(heldout)), heldout.manifest)
         try:
             model.load_state_dict(state["model"])
         except RuntimeError as err:  # torch's words for weights that do not fit the model
@@ -118,11 +93,8 @@ def main(
                 f"{path} holds a model of another shape than this project makes for {data} "
                 f"({str(err).strip().splitlines()[-1].strip()[:200]}): pass the --data it was trained on"
             ) from None
-        correct, total = heldout_accuracy(model, heldout)
-    print(
-        f"{path}: epoch {state['epoch']} step {state['step']}: held-out accuracy {correct / max(total, 1):.4f} "
-        f"({correct} of {total})"
-    )
+        figure = recipe.score(model, heldout, torch.device("cpu"))
+    print(f"{path}: epoch {state['epoch']} step {state['step']}: held-out {METRIC} {figure:.4f}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 from .data.loader import RankLoader, check_data, rank_loaders
 from .data.reading import Reading
-from .evaluate import evaluate
 from .harness.checkpoint import Position, restore, to_resume, write_checkpoint
 from .harness.ddp import broadcast_buffers, check_layout, check_replicas_agree, init_distributed
 from .harness.errors import LOST_PEER_EXIT, lost_a_peer, report, reported_as_one_line
@@ -34,7 +33,7 @@ from .harness.rank_exit import run_then_exit
 from .harness.run_folder import RunFolder, agreed_run_dir, config
 from .harness.run_options import Run
 from .harness.tally import Tally
-from .recipe import Recipe
+from .recipe import METRIC, Recipe
 
 app = typer.Typer(add_completion=False)
 
@@ -88,7 +87,7 @@ def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFold
     checked = resume_options(recipe.options(), order, run_config["manifest_sha256"])
     # The same initial weights on every rank (DDP would broadcast rank 0's anyway), the same every run.
     torch.manual_seed(recipe.seed)
-    model = recipe.build_model(loader.example(), loader.manifest["num_classes"]).to(device)
+    model = recipe.build_model(loader.example(), loader.manifest).to(device)
     optimizer = recipe.build_optimizer(model)
     schedule = recipe.build_schedule(optimizer, total_steps=run.epochs * loader.steps)
     parts = recipe.parts(model, optimizer, schedule)
@@ -111,10 +110,9 @@ def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFold
             steps = first_step + loader.steps_left(epoch, done)
             for step, batch in tally.timed(enumerate(loader.epoch(epoch, done), start=first_step)):
                 if ledger:
-                    ledger.write(epoch, step, batch["key"], batch["y"].tolist())
-                x, y = batch["x"].to(device, non_blocking=True), batch["y"].to(device, non_blocking=True)
-                loss_sum, correct, lr = recipe.step(model, optimizer, schedule, x, y)
-                tally.add(loss=loss_sum, correct=correct, seen=len(y), at=(epoch, step))
+                    ledger.write(epoch, step, batch["key"], batch["y"].tolist() if "y" in batch else None)
+                loss_sum, correct, lr = recipe.step(model, optimizer, schedule, on_device(batch, device))
+                tally.add(loss=loss_sum, correct=correct, seen=len(batch["key"]), at=(epoch, step))
                 stopping, next_step = tally.steps == run.stop_after_steps, step + 1
                 if run.log_every and next_step % run.log_every == 0 and next_step < steps:
                     totals = tally.summary(world_size, device)  # every rank takes part
@@ -127,7 +125,7 @@ def train(run: Run, recipe: Recipe, loader: RankLoader, heldout, folder: RunFold
                         return stopped(folder, tally, f"at epoch {epoch} step {next_step}")
             line = end_of_epoch(epoch, steps, lr, model, tally, folder, device)  # then the checkpoint, then the
             write_checkpoint(folder.checkpoints, Position(epoch + 1, 0), model, parts, tally.kept(), checked)
-            held_out(line, model, heldout, folder, device)  # held-out pass (why: held_out)
+            held_out(line, recipe, model, heldout, folder, device)  # held-out pass (why: held_out)
             if tally.steps == run.stop_after_steps and epoch + 1 < run.epochs:
                 return stopped(folder, tally, f"at the end of epoch {epoch}")
     finally:  # also on the way out of a failed run: the lines written so far stay in the ledger
@@ -144,18 +142,23 @@ def end_of_epoch(epoch: int, steps: int, lr: float, model, tally: Tally, folder:
     tally.new_epoch()
     broadcast_buffers(model.module)  # one set of BatchNorm statistics, checkpointed and evaluated
     if dist.get_rank() == 0:
-        folder.log({**line, "heldout_accuracy": None})
+        folder.log({**line, f"heldout_{METRIC}": None})
     return line
 
 
-def held_out(line: dict, model, heldout, folder: RunFolder, device) -> None:
-    """The held-out accuracy into the epoch's line, after its checkpoint: a pass that fails (an endpoint lost)
-    leaves the epoch saved and logged, its figure null (evaluate.py scores it), and a resume goes on after it."""
-    accuracy = evaluate(model.module, heldout, device) if heldout else float("nan")
+def held_out(line: dict, recipe: Recipe, model, heldout, folder: RunFolder, device) -> None:
+    """The held-out figure (recipe.score) into the epoch's line, after its checkpoint: a pass that fails (an
+    endpoint lost) leaves the epoch saved and logged, its figure null (evaluate.py scores it), and a resume goes on."""
+    figure = recipe.score(model.module, heldout, device) if heldout else float("nan")
     if dist.get_rank() == 0:
-        print(f"epoch {line['epoch']}: loss {line['loss']:.4f}  train acc {line['train_accuracy']:.3f}  heldout acc "
-              f"{accuracy:.3f}  lr {line['lr']:.3g}  {line['samples_per_s']:,.0f} samples/s", flush=True)  # fmt: skip
-        folder.complete(line["epoch"], heldout_accuracy=accuracy if heldout else None)
+        print(f"epoch {line['epoch']}: loss {line['loss']:.4f}  train acc {line['train_accuracy']:.3f}  heldout "
+              f"{METRIC} {figure:.3f}  lr {line['lr']:.3g}  {line['samples_per_s']:,.0f} samples/s", flush=True)  # fmt: skip
+        folder.complete(line["epoch"], **{f"heldout_{METRIC}": figure if heldout else None})
+
+
+def on_device(batch: dict, device: torch.device) -> dict:
+    """The batch's tensors on `device` (pinned memory: copied while the step goes on); lists stay."""
+    return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
 def stopped(folder: RunFolder, tally: Tally, where: str) -> None:

@@ -2,6 +2,7 @@
 
     train_transform(image, size, generator) -> uint8 [3, size, size]   training batches only
     eval_transform(image, size)             -> uint8 [3, size, size]   the held-out set, evaluation
+    mask_train_transform(mask, size, geometry), mask_eval_transform(mask, size) -> int64 [size, size]
 
 Both take the image decode.py opened: upright 8-bit RGB at its stored size (a large JPEG
 already reduced by libjpeg's draft mode to about DRAFT_FACTOR x size a side).
@@ -15,7 +16,10 @@ already reduced by libjpeg's draft mode to about DRAFT_FACTOR x size a side).
   numpy's global random state here, or a resumed run and a run on other sizes would draw
   other augmentations.
 
-Vectors (.npy) and texts (.txt) are not augmented: decode.py returns them as stored.
+Paired fields stay aligned: the geometric draws of a sample (`draw_geometry`: the crop box, then
+the flip) are made once and applied to its image and to every mask of it, masks with nearest
+neighbour (a class id is never blended with its neighbour's). Photometric draws, if you add them,
+touch images only. Vectors (.npy) and texts (.txt) are not augmented: decode.py returns them as stored.
 
 CROP_SCALE is tuned for the 32 px synthetic images: torchvision's (0.08, 1) keeps as little as
 8% of the area, at 32 px a 9 px patch that often misses the shape the class is drawn as (its
@@ -29,6 +33,7 @@ torchvision's (0.08, 1) is the usual choice.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -50,11 +55,51 @@ def eval_transform(image: Image.Image, size: int) -> torch.Tensor:
 
 
 def train_transform(image: Image.Image, size: int, generator: torch.Generator) -> torch.Tensor:
-    box = random_crop_box(image.width, image.height, generator)
-    x = as_tensor(image.resize((size, size), Image.Resampling.BILINEAR, box=box))
-    if uniform(0.0, 1.0, generator) < FLIP_PROBABILITY:
-        x = x.flip(-1)
-    return x
+    return as_tensor(apply_geometry(image, draw_geometry(image.width, image.height, generator), size))
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A sample's geometric draws, made once and applied to every spatial field of it (the image, its
+    mask): the crop box in the pixels of an image `width` x `height`, and whether it is flipped."""
+
+    width: int
+    height: int
+    box: tuple[int, int, int, int]  # left, top, right, bottom
+    flip: bool
+
+
+def draw_geometry(width: int, height: int, generator: torch.Generator) -> Geometry:
+    """The crop box, then the flip, in that order from `generator` (a resume and any rank draw the same)."""
+    box = random_crop_box(width, height, generator)
+    return Geometry(width, height, box, uniform(0.0, 1.0, generator) < FLIP_PROBABILITY)
+
+
+def apply_geometry(
+    image: Image.Image, geometry: Geometry, size: int, resample: Image.Resampling = Image.Resampling.BILINEAR
+) -> Image.Image:
+    """`image` cropped to the geometry's box and resized to size x size in one step, then flipped. An
+    image of another size than the one the box was drawn on (a mask stored at another resolution, an
+    image decoded at a reduced scale) gets the same box scaled to its own pixels."""
+    box = geometry.box
+    if image.size != (geometry.width, geometry.height):
+        sx, sy = image.width / geometry.width, image.height / geometry.height
+        box = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
+    out = image.resize((size, size), resample, box=box)
+    return out.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if geometry.flip else out
+
+
+def mask_train_transform(mask: Image.Image, size: int, geometry: Geometry) -> torch.Tensor:
+    """A mask (integer class ids) through its image's geometry, nearest neighbour: never a blend of two ids."""
+    return mask_tensor(apply_geometry(mask, geometry, size, Image.Resampling.NEAREST))
+
+
+def mask_eval_transform(mask: Image.Image, size: int) -> torch.Tensor:
+    return mask_tensor(ImageOps.fit(mask, (size, size), method=Image.Resampling.NEAREST))
+
+
+def mask_tensor(mask: Image.Image) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(mask).astype(np.int64))
 
 
 def uniform(low: float, high: float, generator: torch.Generator) -> float:

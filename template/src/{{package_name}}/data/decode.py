@@ -36,15 +36,26 @@ evaluation, --no-augment) nothing is random.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image, ImageOps
 
 from ..harness.errors import DataError
-from ..transforms import eval_transform, train_transform
+from ..transforms import (
+    Geometry,
+    apply_geometry,
+    as_tensor,
+    draw_geometry,
+    eval_transform,
+    mask_eval_transform,
+    mask_train_transform,
+    train_transform,
+)
 from .streams import sample_generator
 
 IMAGE_SIZE = 32  # the default side of a decoded image (train.py --image-size)
@@ -62,10 +73,11 @@ class Record:
     """One stored sample as a backend read it: the key and label come from the stored data."""
 
     key: str
-    label: int
+    label: int  # sample.NO_LABEL when the data set has no class field
     payload: bytes
     extension: str
     where: str  # the file or shard it came from, for error messages
+    fields: tuple[tuple[str, str, bytes], ...] = ()  # the other fields: (name, kind, bytes), in the schema's order
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
@@ -128,6 +140,48 @@ def decode_image(
         return train_transform(image, image_size, generator)
 
 
+def decode_image_drawn(
+    payload: bytes, image_size: int, generator: torch.Generator | None, reduced_scale: bool = True
+) -> tuple[torch.Tensor, Geometry | None, tuple[int, int]]:
+    """decode_image, also returning the geometric draws it applied (None: the eval transform) and the
+    image's decoded size, for the sample's other spatial fields (its masks) to follow."""
+    with Image.open(io.BytesIO(payload)) as image:
+        if reduced_scale and image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * image_size:
+            image.draft(None, (DRAFT_FACTOR * image_size, DRAFT_FACTOR * image_size))
+        image = to_rgb(image)
+        if generator is None:
+            return eval_transform(image, image_size), None, image.size
+        geometry = draw_geometry(image.width, image.height, generator)
+        return as_tensor(apply_geometry(image, geometry, image_size)), geometry, image.size
+
+
+MASK_MODES = {"1": "L", "L": "L", "P": "P", "I": "I", "I;16": "I", "I;16B": "I", "I;16L": "I"}
+ASPECT_TOLERANCE = 0.02  # a mask's width/height against its image's: beyond this it was not drawn on it
+
+
+def decode_mask(
+    data: bytes, image_size: int, geometry: Geometry | None, image_shape: tuple[int, int] | None
+) -> torch.Tensor:
+    """An encoded single-channel image of class ids -> int64 [S, S], through its image's geometry
+    (nearest neighbour), or the eval transform's centre crop when there is none."""
+    with Image.open(io.BytesIO(data)) as mask:
+        if mask.mode not in MASK_MODES:
+            raise ValueError(
+                f"a mask in mode {mask.mode} (colours?): store class ids as a single-channel (L, P or 16-bit) PNG"
+            )
+        if image_shape is not None:
+            aspect, image_aspect = mask.width / mask.height, image_shape[0] / image_shape[1]
+            if abs(aspect / image_aspect - 1) > ASPECT_TOLERANCE:
+                raise ValueError(
+                    f"the mask is {mask.width}x{mask.height} and its image {image_shape[0]}x{image_shape[1]}: "
+                    "a mask must cover its image (same aspect ratio)"
+                )
+        mask = mask.convert(MASK_MODES[mask.mode]) if mask.mode != MASK_MODES[mask.mode] else mask
+        if geometry is None:
+            return mask_eval_transform(mask, image_size)
+        return mask_train_transform(mask, image_size, geometry)
+
+
 def decode_array(payload: bytes) -> torch.Tensor:
     array = np.lib.format.read_array(io.BytesIO(payload), allow_pickle=False)
     return torch.from_numpy(np.asarray(array, dtype=np.float32))
@@ -184,6 +238,45 @@ def first_line(err: BaseException) -> str:
 MakeBatch = Callable[[Sequence[Record], int], dict]  # (records, num_classes) -> batch, run in the workers
 
 
+def decode_field(
+    kind: str, data: bytes, image_size: int, geometry: Geometry | None, image_shape: tuple[int, int] | None
+) -> Any:
+    """One field of a sample, decoded by its kind (data/sample.py KINDS); spatial fields follow the
+    payload image's `geometry` (its crop box and flip; None: the eval transform's centre crop)."""
+    if kind == "mask":
+        return decode_mask(data, image_size, geometry, image_shape)
+    if kind == "image":
+        with Image.open(io.BytesIO(data)) as image:
+            image = to_rgb(image)
+            return (
+                eval_transform(image, image_size)
+                if geometry is None
+                else as_tensor(apply_geometry(image, geometry, image_size))
+            )
+    if kind == "text":
+        return decode_text(data)
+    if kind == "json":
+        return json.loads(data.decode("utf-8"))
+    if kind == "number":
+        return float(data.decode("ascii"))
+    if kind == "array":
+        return decode_array(data)
+    return data  # bytes: handed on as stored
+
+
+def collated(kind: str, name: str, values: list) -> dict[str, Any]:
+    """A field's values over a batch -> the batch's entries for it: tensors stacked (in a worker, into
+    shared memory), texts padded with their lengths, JSON values and raw bytes as lists."""
+    if kind == "text":
+        padded, lengths = padded_texts(values)
+        return {name: padded, f"{name}_lengths": lengths}
+    if kind == "number":
+        return {name: torch.tensor(values, dtype=torch.float32)}
+    if kind in ("image", "mask", "array"):
+        return {name: torch.utils.data.default_collate(values)}
+    return {name: values}
+
+
 def decode_batch(
     records: Sequence[Record],
     num_classes: int,
@@ -191,9 +284,12 @@ def decode_batch(
     augment: Augment | None = None,
     reduced_scale: bool = True,
 ) -> dict:
-    """Stored records -> {"key": [...], "x": Tensor [B, ...], "y": Tensor [B]}, in the workers;
-    with `augment`, each image through the train transform with its own keyed generator."""
-    tensors = []
+    """Stored records -> {"key": [...], "x": Tensor [B, ...], "y": Tensor [B]} and an entry per other
+    field (`collated`), in the workers; with `augment`, each image through the train transform with its
+    own keyed generator, its masks through the same draws. A data set without classes
+    (num_classes 0) has no "y"."""
+    tensors: list[torch.Tensor] = []
+    values: dict[str, list] = {}
     for record in records:
         if record.extension not in DECODERS:
             raise SampleError(
@@ -201,7 +297,7 @@ def decode_batch(
                 record.where,
                 f"is a .{record.extension} payload and decode.py reads {known_extensions()}: add a decoder for it",
             )
-        if not 0 <= record.label < num_classes:
+        if num_classes and not 0 <= record.label < num_classes:
             raise SampleError(
                 record.key,
                 record.where,
@@ -209,7 +305,12 @@ def decode_batch(
             )
         try:
             generator = sample_generator(augment.seed, augment.epoch, record.key) if augment else None
-            tensors.append(decode(record.payload, record.extension, image_size, generator, reduced_scale))
+            geometry = image_shape = None
+            if record.extension in IMAGE_EXTENSIONS:
+                x, geometry, image_shape = decode_image_drawn(record.payload, image_size, generator, reduced_scale)
+            else:
+                x = decode(record.payload, record.extension, image_size, generator, reduced_scale)
+            tensors.append(x)
         except DECODE_ERRORS as err:
             raise SampleError(
                 record.key,
@@ -217,27 +318,35 @@ def decode_batch(
                 f"does not decode as .{record.extension} ({first_line(err)}): fix or remove it at the source, "
                 "then prep again",
             ) from None
+        for name, kind, data in record.fields:
+            try:
+                values.setdefault(name, []).append(decode_field(kind, data, image_size, geometry, image_shape))
+            except DECODE_ERRORS as err:
+                raise SampleError(
+                    record.key,
+                    record.where,
+                    f"has a field {name!r} that does not decode as {kind} ({first_line(err)}): fix or remove it "
+                    "at the source, then prep again",
+                ) from None
+    batch: dict[str, Any] = {"key": [record.key for record in records]}
     if all(record.extension == "txt" for record in records):
-        x, lengths = padded_texts(tensors)
-        return {
-            "key": [record.key for record in records],
-            "x": x,
-            "lengths": lengths,
-            "y": torch.tensor([record.label for record in records], dtype=torch.int64),
-        }
-    shapes = {tuple(t.shape) for t in tensors}
-    if len(shapes) > 1:
-        raise DataError(
-            f"samples {records[0].key}..{records[-1].key} decode to different shapes {sorted(shapes)}: "
-            "make decode.py return one shape (resize, crop or pad)"
-        )
-    return {
-        "key": [record.key for record in records],
+        batch["x"], batch["lengths"] = padded_texts(tensors)
+    else:
+        shapes = {tuple(t.shape) for t in tensors}
+        if len(shapes) > 1:
+            raise DataError(
+                f"samples {records[0].key}..{records[-1].key} decode to different shapes {sorted(shapes)}: "
+                "make decode.py return one shape (resize, crop or pad)"
+            )
         # torch.stack, but in a DataLoader worker straight into shared memory: the hand-off
         # to the trainer then passes the batch on instead of copying it there first.
-        "x": torch.utils.data.default_collate(tensors),
-        "y": torch.tensor([record.label for record in records], dtype=torch.int64),
-    }
+        batch["x"] = torch.utils.data.default_collate(tensors)
+    if num_classes:
+        batch["y"] = torch.tensor([record.label for record in records], dtype=torch.int64)
+    kinds = {name: kind for name, kind, _ in records[0].fields} if records else {}
+    for name, field_values in values.items():
+        batch.update(collated(kinds[name], name, field_values))
+    return batch
 
 
 def payload_batch(records: Sequence[Record], num_classes: int) -> dict:

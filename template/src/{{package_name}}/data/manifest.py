@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..harness.errors import PACKAGE, DataError
+from .sample import KINDS
 
 MANIFEST = "manifest.json"
 LABELS = "labels.npy"  # int64 label of every sample, by storage position
@@ -35,6 +36,53 @@ REQUIRED = {
 SHARD_REQUIRED = {"path": str, "num_samples": int, "sha256": str, "bytes": int}
 # Fields one format adds (file names, then their sha256): webdataset's sample index (webdataset_backend.py).
 FORMAT_FILES = {"webdataset": ("sample_index",)}
+
+
+def schema(manifest: dict[str, Any]) -> list[dict[str, str]]:
+    """The data set's fields, [{"name", "kind"}, ...], the payload first and the class field (when the
+    data has classes) among them. A manifest from before named fields (no "fields") holds a payload and
+    a class: it is read as [{"name": <the payload's kind>, ...}, {"name": "class", "kind": "class"}]."""
+    if "fields" in manifest:
+        return manifest["fields"]
+    extensions = set(manifest.get("extensions", {})) or {"png"}
+    kind = "text" if extensions == {"txt"} else "array" if extensions == {"npy"} else "image"
+    return [{"name": kind, "kind": kind}, {"name": "class", "kind": "class"}]
+
+
+def field_kinds(manifest: dict[str, Any]) -> dict[str, str]:
+    """{name: kind} of the fields besides the payload and the class, in the schema's order: what a
+    backend stores beside the payload and hands to decode.py in Record.fields."""
+    return {f["name"]: f["kind"] for f in schema(manifest)[1:] if f["kind"] != "class"}
+
+
+def has_classes(manifest: dict[str, Any]) -> bool:
+    return any(f["kind"] == "class" for f in schema(manifest))
+
+
+def checked_schema(fields: Any, where: str | Path) -> None:
+    """A manifest's "fields": a list of {"name", "kind"}, names unique and plain (a tar member's or a
+    file's suffix), kinds of data/sample.py's KINDS, the first one the payload (not the class), at
+    most one class field; DataError naming the problem otherwise."""
+    if not isinstance(fields, list) or not fields:
+        raise DataError(f"{where}: field 'fields' is not a list of fields: prepare the data again")
+    names = []
+    for i, entry in enumerate(fields):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("name"), str)
+            or not entry["name"]
+            or any(c in entry["name"] for c in '/\\\0 "')
+            or entry.get("kind") not in KINDS
+        ):
+            raise DataError(
+                f"{where}: fields[{i}] is not a field (a plain 'name' and a 'kind' of {', '.join(KINDS)}): "
+                "prepare the data again"
+            )
+        names.append(entry["name"])
+    if len(set(names)) != len(names) or fields[0]["kind"] == "class" or [f["kind"] for f in fields].count("class") > 1:
+        raise DataError(
+            f"{where}: fields {names} repeat a name, start with the class or hold two classes: prepare the data again"
+        )
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -249,14 +297,17 @@ def checked_manifest(manifest: Any, where: str | Path, expected_format: str) -> 
                     f"{where}: field {field!r} is missing (a data set from an older prep?): prepare the data again"
                 )
         relative_path(manifest[name], where)
+    if "fields" in manifest:
+        checked_schema(manifest["fields"], where)
     num_samples, num_classes = manifest["num_samples"], manifest["num_classes"]
     counts = manifest["label_counts"]
     if (
         num_samples < 1
-        or num_classes < 1
+        or num_classes < (1 if has_classes(manifest) else 0)
+        or (num_classes and not has_classes(manifest))
         or len(manifest["classes"]) != num_classes
         or len(counts) != num_classes
-        or sum(counts) != num_samples
+        or (num_classes and sum(counts) != num_samples)
         or sum(s["num_samples"] for s in manifest["shards"]) != num_samples
     ):
         raise DataError(

@@ -68,15 +68,11 @@ class LedgerWriter:
             self.file = open(path, "a", buffering=1)
         self.rank, self.world_size = rank, world_size
 
-    def write(self, epoch: int, step: int, keys: list[str], labels: list[int]) -> None:
-        record = {
-            "epoch": epoch,
-            "step": step,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "keys": list(keys),
-            "labels": [int(y) for y in labels],
-        }
+    def write(self, epoch: int, step: int, keys: list[str], labels: list[int] | None) -> None:
+        """One step's line; `labels` None for a data set without classes (the line has no "labels")."""
+        record = {"epoch": epoch, "step": step, "rank": self.rank, "world_size": self.world_size, "keys": list(keys)}
+        if labels is not None:
+            record["labels"] = [int(y) for y in labels]
         self.file.write(json.dumps(record) + "\n")
 
     def close(self) -> None:
@@ -139,10 +135,11 @@ def read_ledger(directory: str | Path) -> dict[int, list[list[list[str]]]]:
 
 
 def read_labels(directory: str | Path) -> dict[str, int]:
-    """key -> label, as the ledger recorded them; -1 (no label) where it records none (data without classes)."""
+    """key -> label, as the ledger recorded them."""
     labels: dict[str, int] = {}
     for path in Path(directory).glob("rank*.jsonl"):
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            labels.update(zip(record["keys"], record.get("labels", [-1] * len(record["keys"])), strict=True))
+            if "labels" in record:  # a data set without classes: none recorded
+                labels.update(zip(record["keys"], record["labels"], strict=True))
     return labels

@@ -2,9 +2,10 @@
 size and classes known before the first sample; and the held-out split of one.
 
 A sample is its payload as the source gave it (encoded image bytes, an .npy array, UTF-8
-text), its extension, an integer label and where the source holds it (`Sample.source`: a
-path relative to the folder, a table row), which prep keeps beside the data so that an
-error names the file. Nothing here decodes a payload for training: that happens in the
+text), its extension, its other named fields (`Source.schema` names them and their kinds), an
+integer label (or NO_LABEL: a source without classes has `classes == []`) and where the source
+holds it (`Sample.source`: a path relative to the folder, a table row), which prep keeps beside
+the data so that an error names the file. Nothing here decodes a payload for training: that happens in the
 DataLoader workers (data/decode.py); prep decodes every sample once to check it (verify.py).
 Every source is streamed: it knows its sample count and classes before the first sample,
 then yields one sample at a time, so prep's memory does not grow with the data set.
@@ -36,6 +37,9 @@ class Source:
     description: dict[str, Any]
     payload_bytes: int  # total payload bytes, exact or estimated: sizes the webdataset shards
     selected: np.ndarray | None = field(default=None, repr=False)
+    # ((name, kind), ...) of every field, the payload first and the class (when `classes`) among them,
+    # as manifest.json's "fields" records them; () for a payload and a class (`classic_schema`).
+    schema: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.num_samples == 0:
@@ -60,7 +64,16 @@ class Source:
             {**self.description, **description},
             self.payload_bytes * count // self.num_samples,
             selected,
+            self.schema,
         )
+
+    def fields(self, extensions: dict[str, int]) -> list[dict[str, str]]:
+        """manifest.json's "fields": the source's schema, or a payload (named by its kind, from the
+        `extensions` its samples had) and a class."""
+        if self.schema:
+            return [{"name": name, "kind": kind} for name, kind in self.schema]
+        kind = "text" if set(extensions) == {"txt"} else "array" if set(extensions) == {"npy"} else "image"
+        return [{"name": kind, "kind": kind}] + ([{"name": "class", "kind": "class"}] if self.classes else [])
 
 
 def split_heldout(source: Source, fraction: float, seed: int) -> tuple[Source, Source | None]:
