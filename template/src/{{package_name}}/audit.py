@@ -44,6 +44,7 @@ from .checks.shuffle_metrics import (
 )
 from .data.labels import FORMAT, PLACES, Location, manifest_and_labels
 from .data.loader import plan_epoch, stored_records
+from .data.manifest import field_kinds
 from .data.reading import Reading
 from .data.sampling import SAMPLER, SHUFFLES
 from .harness.errors import PACKAGE, DataError, reported_as_one_line
@@ -87,12 +88,6 @@ def field_strata(values: Iterable[bytes], name: str) -> Strata:
     ids: dict[bytes, int] = {}
     of_position = np.fromiter((ids.setdefault(value, len(ids)) for value in values), dtype=np.int64)
     return Strata(of_position, f"{name} mix", f"the counts of each value of {name!r}", f"value of {name!r}", "values")
-
-
-def field_names(manifest: dict | None) -> list[str]:
-    """The fields of the data set's schema besides its payload and class: what --stratify-by may name."""
-    schema = (manifest or {}).get("fields") or []
-    return [field["name"] for field in schema[1:] if field["kind"] != "class"]
 
 
 def stored_field(data: Location, num_samples: int, name: str) -> Iterator[bytes]:
@@ -459,7 +454,7 @@ def plan(
         num_samples = manifest["num_samples"]
         shards, unit = shard_of_position(manifest, num_samples)
         strata, notes = chosen_strata(
-            stratify_by, labels, shard_strata(shards), field_names(manifest),
+            stratify_by, labels, shard_strata(shards), list(field_kinds(manifest)) if manifest else [],
             lambda name: stored_field(data, num_samples, name), str(data),
         )  # fmt: skip
         sizes = dict(world_size=world_size, batch_size=batch_size, reading=reading)
@@ -521,14 +516,17 @@ def ledger(
             recorded = read_ledger_labels(ledger_dir)
         except (KeyError, TypeError) as err:
             raise DataError(f"a ledger record has no labels ({err!r}): {NOT_A_LEDGER}") from None
-        if not recorded:
+        read = [global_order(delivered) for delivered in epochs.values()]
+        if not sum(map(len, read)):
             raise DataError(f"the ledger in {ledger_dir} records no steps: did the run train at least one step?")
-        keys = np.array(as_positions(list(recorded)))
-        largest = int(keys.max())
+        largest = int(max(order.max(initial=-1) for order in read))
+        # Labels as the ledger recorded them: none where the data set has no class field.
+        keys = np.array(as_positions(list(recorded)), dtype=np.int64)
+        recorded_labels = np.array(list(recorded.values()), dtype=np.int64)
         if data is None:
             num_samples, manifest = largest + 1, None
             labels = np.full(num_samples, -1, dtype=np.int64)
-            labels[keys] = list(recorded.values())
+            labels[keys] = recorded_labels
             notes.append(
                 f"without --data the data set size is unknown: 'left out' counts the keys below {largest + 1} that "
                 "were never read (a lower bound), keys beyond the data set cannot be found, and label proportions "
@@ -540,7 +538,7 @@ def ledger(
             num_samples = manifest["num_samples"]
             if largest >= num_samples:
                 raise DataError(f"the ledger reads key {largest}, {data} holds {num_samples} samples: {NOT_THE_DATA}")
-            wrong = int((labels[keys] != np.array(list(recorded.values()))).sum())
+            wrong = int((labels[keys] != recorded_labels).sum())
             if wrong:
                 raise DataError(f"{wrong} ledger labels differ from the labels stored in {data}: {NOT_THE_DATA}")
             what = f"the run in {ledger_dir} on {data} ({FORMAT}, {num_samples} samples, {classes(manifest)})"
@@ -551,7 +549,7 @@ def ledger(
         )
         shards, unit = shard_of_position(manifest, num_samples)
         strata, chosen = chosen_strata(
-            stratify_by, labels, shard_strata(shards), field_names(manifest),
+            stratify_by, labels, shard_strata(shards), list(field_kinds(manifest)) if manifest else [],
             lambda name: stored_field(data, num_samples, name), str(data or ledger_dir),
         )  # fmt: skip
         deliveries = Deliveries(
