@@ -94,7 +94,13 @@ def stored_field(data: Location, num_samples: int, name: str) -> Iterator[bytes]
     """Field `name` of every stored sample, in storage order, read through the backend in chunks."""
     for start in range(0, num_samples, FIELD_CHUNK):
         for record in stored_records(data, list(range(start, min(start + FIELD_CHUNK, num_samples)))):
-            yield next(value for field, _, value in record.fields if field == name)
+            values = {field: value for field, _, value in record.fields}
+            if name not in values:
+                raise DataError(
+                    f"sample {record.key} ({record.where}) has no field {name!r}, which the manifest lists: "
+                    "prepare the data again"
+                )
+            yield values[name]
 
 
 NO_CLASS_FIELD = "the data set has no class field, so the mix is counted by shard (--stratify-by shard)."
