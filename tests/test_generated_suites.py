@@ -177,21 +177,44 @@ def test_rendered_project_passes_its_own_tests(rendered, backend: str, sampler: 
     )
 
 
+def task_dependent_tests(project: Path, classification: Path) -> list[str]:
+    """The test files of a task's project that its task can change: those that differ from the same
+    backend's and sampler's classification project (or exist only here: the task's own), and those that
+    import or name a module that differs (the recipe, the model, the synthetic source) or a module that
+    imports one (train.py, evaluate.py). Every other test file is byte-identical and tests identical code
+    in the classification project, where it runs already."""
+    package, other = project / "src" / PACKAGE, classification / "src" / PACKAGE
+    modules = package_modules(package)
+    names = set(modules)
+
+    def same(path: Path, twin: Path) -> bool:
+        return twin.is_file() and path.read_bytes() == twin.read_bytes()
+
+    direct = {name for name, path in modules.items() if not same(path, other / path.relative_to(package))}
+    dependent = direct | {name for name, path in modules.items() if package_imports(path, package, names) & direct}
+    return sorted(
+        str(path.relative_to(project))
+        for path in (project / "tests").glob("test_*.py")
+        if not all(same(part, classification / part.relative_to(project)) for part in helpers_of(path))
+        or any(named_modules(part, package, names) & dependent for part in helpers_of(path))
+    )
+
+
 @pytest.mark.parametrize("task", sorted(TASK_RENDERS))
 def test_task_project_passes_its_own_tests(rendered, task: str) -> None:
-    """A task other than the default renders once (variants.TASK_RENDERS) and runs what its task changes:
-    every test that starts no processes (the pipeline and the task's recipe at the function level) and the
-    task's own test files, tests/test_<task>*.py, processes included (the gathered loss, one training run).
-    The data pipeline's process tests (launch, resume, restarts) are the task's too: the task changes the
-    batch's fields and the step, never the order or the harness, and they run in the default task's projects."""
+    """A task other than the default renders once (variants.TASK_RENDERS), and runs the tests its task
+    can change (task_dependent_tests): those that start no processes, and the task's own files,
+    tests/test_<task>*.py, processes included (the gathered loss, a training run). The pipeline's process
+    tests (launch, resume, restarts) run in the classification projects: the task changes a batch's
+    fields and the step, never the order or the harness."""
     backend, sampler = TASK_RENDERS[task]
     project = rendered(backend, sampler, task)
-    own = sorted(str(path.relative_to(project)) for path in (project / "tests").glob(f"test_{task}*.py"))
+    tests = task_dependent_tests(project, rendered(backend, sampler))
+    own = [path for path in tests if Path(path).name.startswith(f"test_{task}")]
     assert own, f"{task}: the project has no tests/test_{task}*.py of its own"
-    results = [
-        run_pytest(project, "-m", "not processes", *(f"--ignore={path}" for path in own)),
-        run_pytest(project, *own),
-    ]
+    others = [path for path in tests if path not in own]  # none given would mean every file: never empty here
+    assert others, f"{task}: no test file but its own is task-dependent: {tests}"
+    results = [run_pytest(project, "-m", "not processes", *others), run_pytest(project, *own)]
     for result in results:
         summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
         assert result.returncode == 0, (
