@@ -81,7 +81,7 @@ MUTANTS = [
         function="decoded_batches",
         edits=(
             ('decode_records(batch["records"], num_classes,', 'decode_records(batch["records"][:1], num_classes,'),
-            ("decode_pass", 'samples += len(decoded["y"])', "samples += len(extensions)"),
+            ("decode_pass", 'samples += len(decoded["key"])', "samples += len(extensions)"),
         ),
         **MEMORY_ONLY,
         only_test="tests/test_bench_rows.py",
