@@ -310,7 +310,7 @@ MUTANTS += [
         only_test="tests/test_bad_shards.py",
     ),
     Mutant(
-        "fields-unchecked",
+        "field-unchecked",
         "the webdataset sample digest covers the payload and the label only: a changed caption or record is trained on",
         "sample_digest",
         (('        digest.update(len(data).to_bytes(8, "little") + data)', "        pass"),),
