@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from copier import run_copy
-from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER
+from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER, DEFAULT_TASK
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "myexp"
@@ -49,6 +49,8 @@ def cost(item: pytest.Item) -> int:
         if DEFAULT_SAMPLER[params["backend"]] != params["sampler"]:
             return 2
         return 0 if params["backend"] == DEFAULT_BACKEND else 1  # it alone runs the tests of every backend
+    if name == "test_task_project_passes_its_own_tests":
+        return 1  # a render's tests that start no processes, and one training run or two
     if name == "test_mutant_is_killed_by_the_generated_tests":
         return 3 if params["mutant"].only_test else 4
     return 4
@@ -72,7 +74,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         params = getattr(item, "callspec", None)
         params = params.params if params else {}
-        other = params.get("backend", backend) != backend or params.get("sampler", sampler) != sampler
+        other = (
+            params.get("backend", backend) != backend
+            or params.get("sampler", sampler) != sampler
+            or params.get("task", DEFAULT_TASK) != DEFAULT_TASK
+        )
         (drop if other else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -81,14 +87,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def rendered(tmp_path_factory: pytest.TempPathFactory):
-    """rendered(backend, sampler) -> the project, rendered once per session."""
-    cache: dict[tuple[str, str], Path] = {}
+    """rendered(backend, sampler, task=DEFAULT_TASK) -> the project, rendered once per session."""
+    cache: dict[tuple[str, str, str], Path] = {}
 
-    def get(backend: str, sampler: str) -> Path:
-        if (backend, sampler) not in cache:
-            destination = tmp_path_factory.mktemp(f"{backend}-{sampler}") / "project"
-            cache[backend, sampler] = render(destination, package_name=PACKAGE, loader_backend=backend, sampler=sampler)
-        return cache[backend, sampler]
+    def get(backend: str, sampler: str, task: str = DEFAULT_TASK) -> Path:
+        if (backend, sampler, task) not in cache:
+            destination = tmp_path_factory.mktemp(f"{backend}-{sampler}-{task}") / "project"
+            cache[backend, sampler, task] = render(
+                destination, package_name=PACKAGE, loader_backend=backend, sampler=sampler, task=task
+            )
+        return cache[backend, sampler, task]
 
     return get
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_server import run_pytest
-from variants import DEFAULT_SAMPLER, MAP_STYLE_BACKENDS, MAP_STYLE_SAMPLERS
+from variants import DEFAULT_SAMPLER, DEFAULT_TASK, MAP_STYLE_BACKENDS, MAP_STYLE_SAMPLERS, TASK_RENDERS
 
 TESTS = Path(__file__).resolve().parent
 
@@ -51,9 +51,10 @@ class Mutant:
     # it, so a hint gone stale costs time, never a kill.
     first_test: str = ""
     leaves: tuple[str, ...] = ()  # absolute globs of what the broken code leaves behind, removed after its run
+    task: str = DEFAULT_TASK  # the task whose projects hold the code (another task's: its one render, task_render)
 
-    def applies(self, backend: str, sampler: str) -> bool:
-        return backend in self.backends and sampler in self.samplers
+    def applies(self, backend: str, sampler: str, task: str = DEFAULT_TASK) -> bool:
+        return task == self.task and backend in self.backends and sampler in self.samplers
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,12 @@ def one_render(backend: str) -> dict[str, tuple[str, ...]]:
     """A Mutant's backends and samplers when the code it breaks is the same file for every sampler
     (and every backend, for the harness's code): the backend's render with its default sampler."""
     return {"backends": (backend,), "samplers": (DEFAULT_SAMPLER[backend],)}
+
+
+def task_render(task: str) -> dict[str, object]:
+    """A Mutant's task, backends and samplers for code of a task other than the default: the task's one render."""
+    backend, sampler = TASK_RENDERS[task]
+    return {"task": task, "backends": (backend,), "samplers": (sampler,)}
 
 
 class Survived(AssertionError):

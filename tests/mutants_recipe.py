@@ -163,8 +163,8 @@ MUTANTS = [
         edits=(
             (
                 "            write_checkpoint(folder.checkpoints, Position(epoch + 1, 0), model, parts, tally.kept(), checked)\n"
-                "            held_out(line, model, heldout, folder, device)",
-                "            held_out(line, model, heldout, folder, device)\n"
+                "            held_out(line, recipe, model, heldout, folder, device)",
+                "            held_out(line, recipe, model, heldout, folder, device)\n"
                 "            write_checkpoint(folder.checkpoints, Position(epoch + 1, 0), model, parts, tally.kept(), checked)",
             ),
         ),

@@ -13,7 +13,7 @@ from conftest import PACKAGE, ROOT
 from mutants_framework import definitions
 from package_modules import package_imports, package_modules
 from pytest_server import run_pytest
-from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER
+from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER, DEFAULT_TASK, TASK_RENDERS
 
 TEMPLATE = ROOT / "template"
 
@@ -47,7 +47,7 @@ def uses_the_sampler(template_file: Path) -> bool:
 def rendered_path(template_file: Path, backend: str) -> str | None:
     """Where a sampler-independent template file lands in a project of `backend` (None: not rendered)."""
     relative = str(template_file.relative_to(TEMPLATE)).removesuffix(".jinja")
-    path = jinja2.Template(relative).render(package_name=PACKAGE, loader_backend=backend)
+    path = jinja2.Template(relative).render(package_name=PACKAGE, loader_backend=backend, task=DEFAULT_TASK)
     parts = path.split("/")
     return None if not all(parts) else path
 
@@ -175,6 +175,54 @@ def test_rendered_project_passes_its_own_tests(rendered, backend: str, sampler: 
     assert "passed" in summary and "skipped" not in summary and " error" not in summary, (
         f"{backend}/{sampler}: unexpected summary {summary!r}"
     )
+
+
+def task_dependent_tests(project: Path, classification: Path) -> list[str]:
+    """The test files of a task's project that its task can change: those that differ from the same
+    backend's and sampler's classification project (or exist only here: the task's own), and those that
+    import or name a module that differs (the recipe, the model, the synthetic source) or a module that
+    imports one (train.py, evaluate.py). Every other test file is byte-identical and tests identical code
+    in the classification project, where it runs already."""
+    package, other = project / "src" / PACKAGE, classification / "src" / PACKAGE
+    modules = package_modules(package)
+    names = set(modules)
+
+    def same(path: Path, twin: Path) -> bool:
+        return twin.is_file() and path.read_bytes() == twin.read_bytes()
+
+    direct = {name for name, path in modules.items() if not same(path, other / path.relative_to(package))}
+    dependent = direct | {name for name, path in modules.items() if package_imports(path, package, names) & direct}
+    return sorted(
+        str(path.relative_to(project))
+        for path in (project / "tests").glob("test_*.py")
+        if not all(same(part, classification / part.relative_to(project)) for part in helpers_of(path))
+        or any(named_modules(part, package, names) & dependent for part in helpers_of(path))
+    )
+
+
+@pytest.mark.parametrize("task", sorted(TASK_RENDERS))
+def test_task_project_passes_its_own_tests(rendered, task: str) -> None:
+    """A task other than the default renders once (variants.TASK_RENDERS), and runs the tests its task
+    can change (task_dependent_tests): those that start no processes, and the task's own files,
+    tests/test_<task>*.py, processes included (the gathered loss, a training run). The pipeline's process
+    tests (launch, resume, restarts) run in the classification projects: the task changes a batch's
+    fields and the step, never the order or the harness."""
+    backend, sampler = TASK_RENDERS[task]
+    project = rendered(backend, sampler, task)
+    tests = task_dependent_tests(project, rendered(backend, sampler))
+    own = [path for path in tests if Path(path).name.startswith(f"test_{task}")]
+    assert own, f"{task}: the project has no tests/test_{task}*.py of its own"
+    others = [path for path in tests if path not in own]  # none given would mean every file: never empty here
+    assert others, f"{task}: no test file but its own is task-dependent: {tests}"
+    results = [run_pytest(project, "-m", "not processes", *others), run_pytest(project, *own)]
+    for result in results:
+        summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+        assert result.returncode == 0, (
+            f"{task} ({backend}/{sampler}): the generated tests fail:\n{result.stdout[-6000:]}"
+        )
+        assert "passed" in summary and "skipped" not in summary and " error" not in summary, (
+            f"{task} ({backend}/{sampler}): unexpected summary {summary!r}"
+        )
 
 
 @pytest.mark.parametrize("backend", sorted(DEFAULT_SAMPLER))

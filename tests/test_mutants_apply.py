@@ -11,16 +11,16 @@ from collections import Counter
 import pytest
 from conftest import PACKAGE
 from mutants_framework import MutantError, all_mutants, mutated_sources
-from variants import COMBINATIONS
+from variants import RENDERS
 
 
-@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
-def test_every_mutant_applies_to_every_render_it_fits(rendered, backend: str, sampler: str) -> None:
-    project = rendered(backend, sampler)
+@pytest.mark.parametrize(("backend", "sampler", "task"), RENDERS)
+def test_every_mutant_applies_to_every_render_it_fits(rendered, backend: str, sampler: str, task: str) -> None:
+    project = rendered(backend, sampler, task)
     package = project / "src" / PACKAGE
     broken = []
     for mutant in all_mutants():
-        if not mutant.applies(backend, sampler):
+        if not mutant.applies(backend, sampler, task):
             continue
         for field, test in (("only_test", mutant.only_test), ("first_test", mutant.first_test)):
             if test and not (project / test.split("::")[0]).is_file():
@@ -34,17 +34,17 @@ def test_every_mutant_applies_to_every_render_it_fits(rendered, backend: str, sa
             continue
         if all(path.read_text() == text for path, text in texts.items()):
             broken.append(f"mutant {mutant.id} changes nothing")
-    assert not broken, f"{backend}/{sampler}: {len(broken)} mutants do not apply:\n" + "\n".join(broken)
+    assert not broken, f"{backend}/{sampler}/{task}: {len(broken)} mutants do not apply:\n" + "\n".join(broken)
 
 
 def test_every_mutant_fits_some_render_and_its_id_is_unique_there() -> None:
     fits = Counter(
-        (backend, sampler, m.id)
+        (backend, sampler, task, m.id)
         for m in all_mutants()
-        for backend, sampler in COMBINATIONS
-        if m.applies(backend, sampler)
+        for backend, sampler, task in RENDERS
+        if m.applies(backend, sampler, task)
     )
-    unused = [m.id for m in all_mutants() if not any(m.applies(b, s) for b, s in COMBINATIONS)]
+    unused = [m.id for m in all_mutants() if not any(m.applies(b, s, t) for b, s, t in RENDERS)]
     assert not unused, f"mutants that fit no rendered combination (check their backends and samplers): {unused}"
     twice = sorted(key for key, count in fits.items() if count > 1)
     assert not twice, f"two mutants with one id apply to one combination (give each its own id): {twice}"

@@ -14,13 +14,19 @@ from pathlib import Path
 import pytest
 from conftest import PACKAGE
 from mutants_framework import Mutant, all_mutants, killed_by
-from variants import COMBINATIONS
+from variants import DEFAULT_TASK, RENDERS
 
 CASES = [
-    pytest.param(backend, sampler, mutant, id=f"{backend}-{sampler}-{mutant.id}")
-    for backend, sampler in COMBINATIONS
+    pytest.param(
+        backend,
+        sampler,
+        task,
+        mutant,
+        id=f"{backend}-{sampler}-{mutant.id}" + (f"-{task}" if task != DEFAULT_TASK else ""),
+    )
+    for backend, sampler, task in RENDERS
     for mutant in all_mutants()
-    if mutant.applies(backend, sampler)
+    if mutant.applies(backend, sampler, task)
 ]
 
 
@@ -41,12 +47,12 @@ def spec_first(project: Path, first: str = "") -> list[str]:
     return [str(p.relative_to(project)) for p in sorted((project / "tests").glob("test_*.py"), key=rank)]
 
 
-@pytest.mark.parametrize(("backend", "sampler", "mutant"), CASES)
+@pytest.mark.parametrize(("backend", "sampler", "task", "mutant"), CASES)
 def test_mutant_is_killed_by_the_generated_tests(
-    rendered, tmp_path: Path, record_property, backend: str, sampler: str, mutant: Mutant
+    rendered, tmp_path: Path, record_property, backend: str, sampler: str, task: str, mutant: Mutant
 ) -> None:
     project = tmp_path / "project"
-    shutil.copytree(rendered(backend, sampler), project)
+    shutil.copytree(rendered(backend, sampler, task), project)
     # Tests that launch processes (marked `processes`) are left out, except the one test file
     # that alone can see a mistake of that kind (or that alone sees it and would come late in
     # the full run: Mutant.only_test). The others run as two pytest runs: the first file of

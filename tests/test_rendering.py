@@ -15,6 +15,7 @@ import pytest
 import yaml
 from conftest import COMBINATIONS, PACKAGE, ROOT, render, run_in
 from package_modules import package_imports, package_modules
+from variants import RENDERS
 
 JINJA_LEFTOVER = re.compile(r"{{|}}|{%|%}|{#|#}")
 FIGURES = {".png"}  # the docs pages' figures (webdataset: docs/shuffle_audit.png)
@@ -31,9 +32,9 @@ def project_files(project: Path) -> list[Path]:
     return [p for p in project.rglob("*") if p.is_file() and ".git" not in p.relative_to(project).parts]
 
 
-@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
-def test_no_jinja_syntax_survives_rendering(rendered, backend: str, sampler: str) -> None:
-    project = rendered(backend, sampler)
+@pytest.mark.parametrize(("backend", "sampler", "task"), RENDERS)
+def test_no_jinja_syntax_survives_rendering(rendered, backend: str, sampler: str, task: str) -> None:
+    project = rendered(backend, sampler, task)
     for path in project_files(project):
         assert not path.name.endswith(".jinja"), f"{path.relative_to(project)} kept its .jinja suffix"
         if path.suffix in FIGURES:  # copied byte for byte: Jinja renders text only
@@ -71,11 +72,11 @@ def test_only_the_chosen_backend_and_sampler_are_rendered(rendered, backend: str
     )
 
 
-@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
-def test_answers_file_and_executable_launch_script(rendered, backend: str, sampler: str) -> None:
-    project = rendered(backend, sampler)
+@pytest.mark.parametrize(("backend", "sampler", "task"), RENDERS)
+def test_answers_file_and_executable_launch_script(rendered, backend: str, sampler: str, task: str) -> None:
+    project = rendered(backend, sampler, task)
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
-    assert answers["loader_backend"] == backend and answers["sampler"] == sampler, f"answers file: {answers}"
+    assert (answers["loader_backend"], answers["sampler"], answers["task"]) == (backend, sampler, task), answers
     assert os.access(project / "train.sh", os.X_OK), "train.sh lost its executable bit"
 
 
@@ -99,9 +100,9 @@ def assert_linted(project: Path, what: str) -> None:
         assert result.returncode == 0, f"ruff {command[0]} fails on the rendered {what}:\n{result.stdout[-3000:]}"
 
 
-@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
-def test_rendered_code_passes_the_projects_own_linters(rendered, backend: str, sampler: str) -> None:
-    assert_linted(rendered(backend, sampler), f"{backend}/{sampler} project")
+@pytest.mark.parametrize(("backend", "sampler", "task"), RENDERS)
+def test_rendered_code_passes_the_projects_own_linters(rendered, backend: str, sampler: str, task: str) -> None:
+    assert_linted(rendered(backend, sampler, task), f"{backend}/{sampler}/{task} project")
 
 
 def test_the_templates_plain_python_is_linted_where_it_is() -> None:
@@ -149,25 +150,27 @@ def function_lines(path: Path, name: str) -> int:
     return found[0].end_lineno - found[0].lineno + 1
 
 
-@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+@pytest.mark.parametrize(("backend", "sampler", "task"), RENDERS)
 def test_the_training_loop_is_one_short_file_and_the_package_shows_its_parts(
-    rendered, backend: str, sampler: str
+    rendered, backend: str, sampler: str, task: str
 ) -> None:
-    package = rendered(backend, sampler) / "src" / PACKAGE
+    package = rendered(backend, sampler, task) / "src" / PACKAGE
     lines = len((package / "train.py").read_text().splitlines())
-    assert lines <= TRAIN_LINES, f"{backend}/{sampler}: train.py holds {lines} lines, more than {TRAIN_LINES}"
+    assert lines <= TRAIN_LINES, f"{backend}/{sampler}/{task}: train.py holds {lines} lines, more than {TRAIN_LINES}"
     loop = function_lines(package / "train.py", "train")
-    assert loop <= LOOP_LINES, f"{backend}/{sampler}: train() holds {loop} lines, more than {LOOP_LINES}"
+    assert loop <= LOOP_LINES, f"{backend}/{sampler}/{task}: train() holds {loop} lines, more than {LOOP_LINES}"
     top = {p.name for p in package.iterdir()}
     for researchers in ("recipe.py", "model.py", "transforms.py", "train.py"):
-        assert researchers in top, f"{backend}/{sampler}: {researchers} is not at the top of the package"
+        assert researchers in top, f"{backend}/{sampler}/{task}: {researchers} is not at the top of the package"
     for folder, parts in (
         ("harness", {"launch.py", "checkpoint.py", "run_folder.py", "run_options.py", "tally.py"}),
         ("data", {"loader.py", "sampling.py", "decode.py"}),
         ("sources", {"source.py", "synthetic_images.py", "class_folders.py", "verify.py"}),
         ("checks", {"guarantees.py", "shuffle_metrics.py"}),
     ):
-        assert parts <= {p.name for p in (package / folder).iterdir()}, f"{backend}/{sampler}: {folder}/ lacks {parts}"
+        assert parts <= {p.name for p in (package / folder).iterdir()}, (
+            f"{backend}/{sampler}/{task}: {folder}/ lacks {parts}"
+        )
 
 
 def layer(module: str) -> str:
@@ -202,9 +205,9 @@ FORBIDDEN_IMPORTS = {
 }
 
 
-@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
-def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: str) -> None:
-    package = rendered(backend, sampler) / "src" / PACKAGE
+@pytest.mark.parametrize(("backend", "sampler", "task"), RENDERS)
+def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: str, task: str) -> None:
+    package = rendered(backend, sampler, task) / "src" / PACKAGE
     modules = package_modules(package)
     imports = {name: package_imports(path, package, set(modules)) - {name} for name, path in modules.items()}
     for module, targets in imports.items():
@@ -212,7 +215,7 @@ def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: 
         for target in sorted(targets):
             if rule and rule[0](target):
                 raise AssertionError(
-                    f"{backend}/{sampler}: {modules[module].relative_to(package)} imports {target}: {rule[1]}"
+                    f"{backend}/{sampler}/{task}: {modules[module].relative_to(package)} imports {target}: {rule[1]}"
                 )
     # A circle: a module that reaches itself again through the modules it imports.
     done: set[str] = set()
@@ -220,7 +223,9 @@ def test_imports_run_downward_and_in_no_circle(rendered, backend: str, sampler: 
     def visit(module: str, path: list[str]) -> None:
         if module in path:
             circle = path[path.index(module) :] + [module]
-            raise AssertionError(f"{backend}/{sampler}: modules import each other in a circle: {' -> '.join(circle)}")
+            raise AssertionError(
+                f"{backend}/{sampler}/{task}: modules import each other in a circle: {' -> '.join(circle)}"
+            )
         if module in done:
             return
         for target in sorted(imports[module]):
@@ -330,20 +335,22 @@ def broken_links(markdown: Path, root: Path) -> list[str]:
     return broken
 
 
-@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+@pytest.mark.parametrize(("backend", "sampler", "task"), RENDERS)
 def test_the_readme_is_short_and_every_link_of_the_docs_resolves_in_the_project(
-    rendered, backend: str, sampler: str
+    rendered, backend: str, sampler: str, task: str
 ) -> None:
-    project = rendered(backend, sampler)
+    project = rendered(backend, sampler, task)
     readme = project / "README.md"
     assert readme.stat().st_size <= README_LIMIT, (
-        f"{backend}/{sampler}: README.md is {readme.stat().st_size} bytes, over {README_LIMIT}: move reference to docs/"
+        f"{backend}/{sampler}/{task}: README.md is {readme.stat().st_size} bytes, over {README_LIMIT}: move reference to docs/"
     )
     pages = [readme, *sorted((project / "docs").glob("*.md"))]
-    assert len(pages) > 1, f"{backend}/{sampler}: no docs/*.md pages rendered"
+    assert len(pages) > 1, f"{backend}/{sampler}/{task}: no docs/*.md pages rendered"
     for page in pages:
         broken = broken_links(page, project)
-        assert not broken, f"{backend}/{sampler}: {page.relative_to(project)} links to what the project lacks: {broken}"
+        assert not broken, (
+            f"{backend}/{sampler}/{task}: {page.relative_to(project)} links to what the project lacks: {broken}"
+        )
 
 
 def test_this_repositorys_readme_is_short_and_its_links_resolve() -> None:
@@ -356,10 +363,10 @@ def test_this_repositorys_readme_is_short_and_its_links_resolve() -> None:
         assert not broken, f"{page.relative_to(ROOT)} links to what the repository lacks: {broken}"
 
 
-@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
-def test_every_test_file_of_a_render_is_named_in_its_docs(rendered, backend: str, sampler: str) -> None:
+@pytest.mark.parametrize(("backend", "sampler", "task"), RENDERS)
+def test_every_test_file_of_a_render_is_named_in_its_docs(rendered, backend: str, sampler: str, task: str) -> None:
     """docs/tests.md and the backend's page say what each test file proves: a new file needs its row."""
-    project = rendered(backend, sampler)
+    project = rendered(backend, sampler, task)
     docs = "".join(page.read_text() for page in (project / "docs").glob("*.md"))
     unnamed = sorted(path.name for path in (project / "tests").glob("test_*.py") if f"`{path.name}`" not in docs)
-    assert not unnamed, f"{backend}/{sampler}: test files no docs/ page names: {unnamed}"
+    assert not unnamed, f"{backend}/{sampler}/{task}: test files no docs/ page names: {unnamed}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, render
-from variants import BACKENDS, COMBINATIONS, DEFAULT, DEFAULT_SAMPLER, SAMPLERS, fits
+from variants import BACKENDS, COMBINATIONS, DEFAULT, DEFAULT_SAMPLER, DEFAULT_TASK, SAMPLERS, TASK_RENDERS, TASKS, fits
 
 QUESTIONS = yaml.safe_load((ROOT / "copier.yml").read_text())
 REFUSED = [(backend, sampler) for backend in BACKENDS for sampler in SAMPLERS if not fits(backend, sampler)]
@@ -20,6 +20,17 @@ def test_copier_offers_exactly_the_backends_and_samplers_of_variants() -> None:
         f"copier.yml offers {offered}; tests/variants.py lists {BACKENDS} and {SAMPLERS}: make them agree"
     )
     assert QUESTIONS["loader_backend"]["default"] == DEFAULT[0], "copier.yml's default backend is not variants'"
+
+
+def test_copier_offers_exactly_the_tasks_of_variants_and_each_other_task_renders_once() -> None:
+    offered = set(QUESTIONS["task"]["choices"].values())
+    assert offered == set(TASKS) and QUESTIONS["task"]["default"] == DEFAULT_TASK, (
+        f"copier.yml offers tasks {offered} (default {QUESTIONS['task']['default']}); tests/variants.py lists {TASKS}"
+    )
+    assert set(TASK_RENDERS) == set(TASKS) - {DEFAULT_TASK}, f"tasks without their one render: {TASK_RENDERS}"
+    assert all(fits(*pair) for pair in TASK_RENDERS.values()), (
+        f"a task renders on a pair that does not fit: {TASK_RENDERS}"
+    )
 
 
 @pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)

@@ -40,3 +40,8 @@ COMBINATIONS = [(backend, sampler) for backend in BACKENDS for sampler in sample
 TASKS = ("classification", "contrastive", "segmentation")
 DEFAULT_TASK = "classification"
 TASK_RENDERS = {"contrastive": ("webdataset", "shard_buffer"), "segmentation": ("arrow", "global")}
+# Every project the template's tests render: each combination with the default task, then each
+# other task's one render. (backend, sampler, task).
+RENDERS = [(backend, sampler, DEFAULT_TASK) for backend, sampler in COMBINATIONS] + [
+    (*TASK_RENDERS[task], task) for task in TASKS if task != DEFAULT_TASK
+]
