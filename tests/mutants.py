@@ -240,8 +240,8 @@ MUTANTS += [
             ),
             ("Record(key.decode(), label,", 'Record(f"{requested:08d}", label,'),
             (
-                "for key, label, extension, offset, size in rows.tolist()",
-                "for requested, (key, label, extension, offset, size) in zip(positions, rows.tolist(), strict=True)",
+                "for (key, label, extension, offset, size), other in zip(rows.tolist(), fields, strict=True)",
+                "for requested, (key, label, extension, offset, size), other in zip(positions, rows.tolist(), fields)",
             ),
         ),
         backends=("memory",),
@@ -285,8 +285,8 @@ MUTANTS += [
     Mutant(
         "payload-unchecked",
         "the files backend trains on whatever bytes it reads (no sha256 check)",
-        "FilesDataset.read_records",
-        (("if hashlib.sha256(payload).digest() != digest:", "if False:"),),
+        "FilesDataset.read_checked",
+        (("if hashlib.sha256(data).digest() != digest:", "if False:"),),
         backends=("files",),
         samplers=("global",),  # the backend is the same file for every sampler
         only_test="tests/test_map_style_refusals.py",
@@ -295,10 +295,40 @@ MUTANTS += [
         "payload-unchecked",
         "the arrow backend trains on whatever bytes it reads (no sha256 check)",
         "ArrowDataset.read_records",
-        (("if hashlib.sha256(payload).digest() != digest:", "if False:"),),
+        (("if sample_digest(payload, fields) != digest:", "if False:"),),
         backends=("arrow",),
         samplers=("global",),
         only_test="tests/test_map_style_refusals.py",
+    ),
+    Mutant(
+        "field-unchecked",
+        "the files backend checks each payload's sha256 but reads the samples' other fields unchecked",
+        "FilesDataset.read_fields",
+        (
+            (
+                "(name, kind, self.read_checked(field_path(path, name), size, digest.tobytes()))",
+                "(name, kind, read_file(field_path(path, name), size))",
+            ),
+        ),
+        backends=("files",),
+        samplers=("global",),
+        only_test="tests/test_loader.py::test_a_changed_byte_in_a_stored_field_is_refused_on_read",
+    ),
+    Mutant(
+        "field-unchecked",
+        "the arrow backend's row sha256 covers the payload alone: a changed byte in a field is trained on",
+        "ArrowDataset.read_records",
+        (
+            ("if sample_digest(payload, fields) != digest:", "if sample_digest(payload, ()) != digest:"),
+            (
+                "SampleWriter.add",
+                "sample_digest(sample.payload, fields), sample.payload",
+                "sample_digest(sample.payload, ()), sample.payload",
+            ),
+        ),
+        backends=("arrow",),
+        samplers=("global",),
+        only_test="tests/test_loader.py::test_a_changed_byte_in_a_stored_field_is_refused_on_read",
     ),
     Mutant(
         "payload-unchecked",

@@ -1,8 +1,8 @@
 """Mutants of the pipeline remnants of issues 18, 19 and 20: the epoch's sizes as one value, path
 options no file system can hold, the rendezvous timeout's NODE_RANKs, the bench's decode row and
-its loader variants, and prep hf by cache name and in flat memory. Each is killed by the
-generated test named in `only_test` (verified by hand: applied to a render, that test fails;
-restored, it passes)."""
+its loader variants, prep hf by cache name and in flat memory; and the audit's shard mix (issue
+38). Each is killed by the generated test named in `only_test` (verified by hand: applied to a
+render, that test fails; restored, it passes)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ MUTANTS = [
         function="decoded_batches",
         edits=(
             ('decode_records(batch["records"], num_classes,', 'decode_records(batch["records"][:1], num_classes,'),
-            ("decode_pass", 'samples += len(decoded["y"])', "samples += len(extensions)"),
+            ("decode_pass", 'samples += len(decoded["key"])', "samples += len(extensions)"),
         ),
         **MEMORY_ONLY,
         only_test="tests/test_bench_rows.py",
@@ -142,5 +142,19 @@ MUTANTS = [
         ),
         **ARROW_ONLY,
         only_test="tests/test_prep_hf_streaming.py",
+    ),
+    Mutant(
+        "shard-mix-counts-classes",
+        "audit --stratify-by shard counts classes: on label-sorted data its figures look plausible, and are the "
+        "label mix",
+        function="chosen_strata",
+        edits=(
+            (
+                '    if stratify_by == "shard":\n        return shards, []',
+                '    if stratify_by == "shard":\n        return class_strata(labels), []',
+            ),
+        ),
+        **ARROW_ONLY,
+        only_test="tests/test_audit.py::test_shard_mix_is_ideal_after_a_shuffle_and_clumped_in_storage_order",
     ),
 ]

@@ -21,10 +21,19 @@ MUTANTS = [
         function="write_dataset",
         edits=(
             (
-                "Verifier(where, default_processes()) if verify else contextlib.nullcontext() as verifier",
+                "Verifier(where, default_processes(), kinds) if verify else contextlib.nullcontext() as verifier",
                 "contextlib.nullcontext() as verifier",
             ),
         ),
+        backends=("arrow",),  # prep is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_prep_verification.py",
+    ),
+    Mutant(
+        "field-unverified",
+        "prep decodes each payload but not the samples' other fields: a mask that is no image is found at training",
+        function="check_chunk",
+        edits=(("        for name, data in fields:", "        for name, data in ():"),),
         backends=("arrow",),  # prep is the same for every backend and sampler
         samplers=("global",),
         only_test="tests/test_prep_verification.py",

@@ -5,6 +5,8 @@
 
 Prints one row per epoch and an `ideal` row (a uniform random permutation) to compare
 with, then checks the contract's guarantees; writes a PNG that shows the same at a glance.
+The mix of each global batch is counted by class, by shard or by a field of the data set
+(--stratify-by); by shard where the data set has no class field.
 Exit code 1 when a guarantee fails (the report can gate a CI job), 2 on bad input.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -40,7 +43,8 @@ from .checks.shuffle_metrics import (
     same_rank_fraction,
 )
 from .data.labels import FORMAT, PLACES, Location, manifest_and_labels
-from .data.loader import plan_epoch
+from .data.loader import plan_epoch, stored_records
+from .data.manifest import field_kinds
 from .data.reading import Reading
 from .data.sampling import SAMPLER, SHUFFLES
 from .harness.errors import PACKAGE, DataError, reported_as_one_line
@@ -52,10 +56,82 @@ from .recipe import Recipe
 # Stand-in shard for the entropy measure when the format has no shards of several samples:
 # about what one sequential read of neighbouring samples brings in.
 BLOCK_OF_NEIGHBOURS = 100
+FIELD_CHUNK = 4096  # samples read at a time for --stratify-by FIELD: memory stays flat
 EPOCHS_PLOTTED = 4  # more columns would make each panel too small to read
 POINTS_PLOTTED = 20_000  # per scatter panel; a random subset beyond that keeps the PNG light
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
+
+
+@dataclass(frozen=True)
+class Strata:
+    """What the mix of a global batch is counted in: the stratum of every storage position."""
+
+    of_position: np.ndarray  # stratum id >= 0 by storage position; -1 where unknown (ledger without --data)
+    column: str  # the table's column: "label mix", "shard mix", "<field> mix"
+    counts: str  # what the legend says is counted: "the label counts", ...
+    one: str  # one stratum, in the figure: "class", "shard", "value of 'txt'"
+    many: str  # several
+
+
+def class_strata(labels: np.ndarray) -> Strata:
+    return Strata(labels, "label mix", "the label counts", "class", "classes")
+
+
+def shard_strata(shards: np.ndarray) -> Strata:
+    return Strata(shards, "shard mix", "the shard counts", "shard", "shards")
+
+
+def field_strata(values: Iterable[bytes], name: str) -> Strata:
+    """Strata of a field's per-sample values, in storage order: each distinct value (its bytes as
+    stored) is one stratum, numbered in order of first appearance."""
+    ids: dict[bytes, int] = {}
+    of_position = np.fromiter((ids.setdefault(value, len(ids)) for value in values), dtype=np.int64)
+    return Strata(of_position, f"{name} mix", f"the counts of each value of {name!r}", f"value of {name!r}", "values")
+
+
+def stored_field(data: Location, num_samples: int, name: str) -> Iterator[bytes]:
+    """Field `name` of every stored sample, in storage order, read through the backend in chunks."""
+    for start in range(0, num_samples, FIELD_CHUNK):
+        for record in stored_records(data, list(range(start, min(start + FIELD_CHUNK, num_samples)))):
+            values = {field: value for field, _, value in record.fields}
+            if name not in values:
+                raise DataError(
+                    f"sample {record.key} ({record.where}) has no field {name!r}, which the manifest lists: "
+                    "prepare the data again"
+                )
+            yield values[name]
+
+
+NO_CLASS_FIELD = "the data set has no class field, so the mix is counted by shard (--stratify-by shard)."
+
+
+def chosen_strata(
+    stratify_by: str | None,
+    labels: np.ndarray,
+    shards: Strata,
+    fields: list[str],
+    read_field: Callable[[str], Iterable[bytes]],
+    where: str,
+) -> tuple[Strata, list[str]]:
+    """What --stratify-by names, and a note when it was chosen for the user: class (the default where
+    the data has a class field), shard (the default where it has none) or a field (read by
+    `read_field`). DataError in one line for class on data without classes and for a field it lacks."""
+    has_classes = bool((labels >= 0).any())
+    if stratify_by is None and not has_classes:
+        return shards, [NO_CLASS_FIELD]
+    if stratify_by in (None, "class"):
+        if not has_classes:
+            raise DataError(f"--stratify-by class: {where} has no class field: pass --stratify-by shard")
+        return class_strata(labels), []
+    if stratify_by == "shard":
+        return shards, []
+    if stratify_by not in fields:
+        choices = " | ".join(["class"] * has_classes + ["shard", *fields])
+        raise DataError(
+            f"--stratify-by {stratify_by}: {where} has no field {stratify_by!r}: pass --stratify-by {choices}"
+        )
+    return field_strata(read_field(stratify_by), stratify_by), []
 
 
 @dataclass
@@ -65,7 +141,7 @@ class Deliveries:
     source: str  # where the deliveries come from, for the report's first lines
     epochs: dict[int, Delivered]
     num_samples: int  # of the data set; from a ledger without --data, the largest key + 1
-    labels: np.ndarray  # label by storage position; -1 where unknown (ledger without --data)
+    strata: Strata  # what the mix is counted in: classes, shards or a field's values
     num_workers: int
     shard_of_position: np.ndarray
     shard_unit: str
@@ -105,8 +181,8 @@ def shard_of_position(manifest: dict | None, num_samples: int) -> tuple[np.ndarr
 
 
 def known_label_mix(delivered: Delivered, labels: np.ndarray) -> float:
-    """`label_mix` where only some labels are known (a ledger without --data): proportions are
-    those of the known samples, which include every delivered one."""
+    """`label_mix` where only some labels (strata) are known (a ledger without --data):
+    proportions are those of the known samples, which include every delivered one."""
     known = labels >= 0
     if known.all():
         return label_mix(delivered, labels)
@@ -123,13 +199,15 @@ def batch_per_rank(delivered: Delivered) -> int:
     return max((len(batch) for batches in delivered for batch in batches), default=0)
 
 
-def ideal_mix(delivered: Delivered, labels: np.ndarray) -> tuple[float, float]:
-    """Mean and sd of `label_mix` for an ideal shuffle of the samples whose labels are known."""
-    known = labels[labels >= 0]
+def ideal_mix(delivered: Delivered, strata: np.ndarray) -> tuple[float, float]:
+    """Mean and sd of `label_mix` for an ideal shuffle of the samples whose strata are known,
+    strata of unequal sizes (shards, a field's values) included."""
+    sizes = np.bincount(strata[strata >= 0])
+    sizes = sizes[sizes > 0]
     steps = min(len(batches) for batches in delivered)
     if not steps:
         return math.nan, math.nan
-    return ideal_label_mix(len(known), global_batch_size(delivered), len(np.unique(known)), steps)
+    return ideal_label_mix(int(sizes.sum()), global_batch_size(delivered), len(sizes), steps, sizes)
 
 
 def steps_per_worker(steps: list[int], num_workers: int) -> tuple[int, int]:
@@ -155,8 +233,8 @@ def measure_epoch(epoch: int, delivered: Delivered, deliveries: Deliveries) -> E
     worker_steps = steps_per_worker(steps, deliveries.num_workers)
     _, times = np.unique(order, return_counts=True)
     if min(steps) and len(order) >= 2:
-        mean, sd = ideal_mix(delivered, deliveries.labels)
-        mix = known_label_mix(delivered, deliveries.labels)
+        mean, sd = ideal_mix(delivered, deliveries.strata.of_position)
+        mix = known_label_mix(delivered, deliveries.strata.of_position)
         mix_sds, rho = (mix - mean) / sd, position_correlation(order)
         entropy = relative_shuffle_entropy(order, deliveries.shard_of_position)
     else:  # a rank with no step: the guarantees report it, the shuffle measures have nothing to go on
@@ -206,10 +284,17 @@ COLUMNS = [
     ("epoch", 5), ("steps/rank", 10), ("per worker", 10), ("repeated", 8), ("left out", 8),
     ("label mix", 13), ("position rho", 12), ("entropy", 7), ("tau vs prev", 11), ("same rank", 9),
 ]  # fmt: skip
+MIX = 5  # the column of the label mix (or the shard's, or a field's)
 
 
-def table_line(cells: list[str]) -> str:
-    return "  ".join(cell.rjust(width) for cell, (_, width) in zip(cells, COLUMNS, strict=True))
+def table_line(cells: list[str], columns: list[tuple[str, int]] = COLUMNS) -> str:
+    return "  ".join(cell.rjust(width) for cell, (_, width) in zip(cells, columns, strict=True))
+
+
+def named_columns(strata: Strata) -> list[tuple[str, int]]:
+    """COLUMNS with the mix column named for what it counts (wider for a long field name)."""
+    return [(strata.column, max(width, len(strata.column))) if i == MIX else (name, width)
+            for i, (name, width) in enumerate(COLUMNS)]  # fmt: skip
 
 
 def report(deliveries: Deliveries, rows: list[EpochRow], problems: list[str]) -> str:
@@ -218,8 +303,12 @@ def report(deliveries: Deliveries, rows: list[EpochRow], problems: list[str]) ->
     world_size, batch = len(first), global_batch_size(first)
     delivered_per_epoch = len(global_order(first))
     bound = left_out_bound(world_size, deliveries.num_workers, batch_per_rank(first))
-    mean, sd = ideal_mix(first, deliveries.labels)
-    header = [table_line([name for name, _ in COLUMNS]), table_line(["-" * width for _, width in COLUMNS])]
+    mean, sd = ideal_mix(first, deliveries.strata.of_position)
+    columns = named_columns(deliveries.strata)
+    header = [
+        table_line([name for name, _ in columns], columns),
+        table_line(["-" * width for _, width in columns], columns),
+    ]
     lines = [deliveries.source, "", *header]
     for row in rows:
         steps = str(row.steps[0]) if len(set(row.steps)) == 1 else ",".join(map(str, row.steps))
@@ -228,15 +317,16 @@ def report(deliveries: Deliveries, rows: list[EpochRow], problems: list[str]) ->
         lines.append(table_line([
             str(row.epoch), steps, str(low) if low == high else f"{low}-{high}", str(row.repeated), str(row.left_out),
             mix, signed(row.position_rho), plain(row.entropy), signed(row.tau), plain(row.same_rank),
-        ]))  # fmt: skip
+        ], columns))  # fmt: skip
     position_sd = 1 / math.sqrt(max(delivered_per_epoch - 1, 1))
     lines.append(table_line([
         "ideal", "equal", "-", "0", f"<={bound}", f"{mean:.2f}+-{sd:.2f}", f"0+-{position_sd:.3f}", "1.00",
         f"0+-{kendall_tau_sd(delivered_per_epoch):.3f}", f"{1 / world_size:.2f}",
-    ]))  # fmt: skip
+    ], columns))  # fmt: skip
     lines += [
         "",
-        f"label mix     mean chi-square of the label counts of each global batch ({batch} samples) against the",
+        f"{deliveries.strata.column:<13} mean chi-square of {deliveries.strata.counts} of each global batch "
+        f"({batch} samples) against the",
         "              data's proportions, and its sd above an ideal shuffle: below +3sd is good, +100sd is clumped",
         "position rho  rank correlation of storage position and delivery order: near 0 is good, 1 is storage order",
         "entropy       MosaicML Streaming's shuffle quality (gaps between neighbouring sample and shard ids) over a",
@@ -267,9 +357,9 @@ def plot(deliveries: Deliveries, path: Path) -> None:
     epochs = list(deliveries.epochs)
     spread = np.linspace(0, len(epochs) - 1, min(EPOCHS_PLOTTED, len(epochs))).round().astype(int)
     shown = [epochs[i] for i in sorted(set(spread))]  # first, last and evenly between
-    labels = deliveries.labels
-    num_classes = int(labels.max()) + 1
-    counts = {e: label_counts_per_batch(deliveries.epochs[e], labels, num_classes) for e in shown}
+    strata = deliveries.strata
+    num_strata = int(strata.of_position.max()) + 1
+    counts = {e: label_counts_per_batch(deliveries.epochs[e], strata.of_position, num_strata) for e in shown}
     most = max((int(c.max()) for c in counts.values() if c.size), default=1)
     scale = matplotlib.colors.Normalize(0, most)  # one colour scale for all epochs
     figure = plt.figure(figsize=(3.6 * len(shown) + 1.2, 8), layout="constrained")
@@ -280,8 +370,9 @@ def plot(deliveries: Deliveries, path: Path) -> None:
         fontsize=10,
     )
     mixes.suptitle(
-        f"Samples of each class in each global batch ({global_batch_size(deliveries.epochs[shown[0]])} samples)\n"
-        "Good: a fine speckle, every class in every batch. Bright blocks or a staircase: batches of few classes.",
+        f"Samples of each {strata.one} in each global batch ({global_batch_size(deliveries.epochs[shown[0]])} samples)\n"
+        f"Good: a fine speckle, every {strata.one} in every batch. "
+        f"Bright blocks or a staircase: batches of few {strata.many}.",
         fontsize=10,
     )
     order_axes = np.atleast_1d(orders.subplots(1, len(shown)))
@@ -305,8 +396,8 @@ def plot(deliveries: Deliveries, path: Path) -> None:
         colours = matplotlib.colormaps["tab10"].colors
         handles = [matplotlib.lines.Line2D([], [], ls="", marker="o", color=colours[r]) for r in range(ranks)]
         orders.legend(handles, [f"rank {r}" for r in range(ranks)], loc="outside right upper", fontsize=8)
-    mix_axes[0].set_ylabel("class")
-    mixes.colorbar(matplotlib.cm.ScalarMappable(scale), ax=mix_axes.tolist(), label="samples of the class")
+    mix_axes[0].set_ylabel(strata.one)
+    mixes.colorbar(matplotlib.cm.ScalarMappable(scale), ax=mix_axes.tolist(), label=f"samples of the {strata.one}")
     figure.savefig(path, dpi=100)
     plt.close(figure)
 
@@ -328,6 +419,19 @@ def require_positive(**sizes: int) -> None:
 
 Data = Annotated[Location, typer.Option(help=f"Prepared data set (python -m {PACKAGE}.prep){PLACES}")]
 Png = Annotated[Path, typer.Option(help="Where to write the figure")]
+StratifyBy = Annotated[
+    str | None,
+    typer.Option(
+        metavar="class|shard|FIELD",
+        help="What the mix of each global batch is counted in: class (the default where the data has classes), "
+        "shard (the default where it has none) or a field of the data set",
+    ),
+]
+
+
+def classes(manifest: dict) -> str:
+    """The data set's classes, for the report's first line."""
+    return f"{manifest['num_classes']} classes" if manifest["num_classes"] else "no class field"
 
 
 def check_png(png: Path) -> None:
@@ -345,6 +449,7 @@ def plan(
     seed: Annotated[int, typer.Option(help="Seed of every epoch's order")] = Recipe().seed,
     epochs: Annotated[int, typer.Option(help="Epochs to plan")] = 3,
     png: Png = Path("shuffle_audit.png"),
+    stratify_by: StratifyBy = None,
 ) -> None:
     """Audit the epoch plan: what every rank and worker would read, without starting a process."""
     with reported_as_one_line():
@@ -354,15 +459,19 @@ def plan(
         manifest, labels = manifest_and_labels(data, reading)
         num_samples = manifest["num_samples"]
         shards, unit = shard_of_position(manifest, num_samples)
+        strata, notes = chosen_strata(
+            stratify_by, labels, shard_strata(shards), list(field_kinds(manifest)) if manifest else [],
+            lambda name: stored_field(data, num_samples, name), str(data),
+        )  # fmt: skip
         sizes = dict(world_size=world_size, batch_size=batch_size, reading=reading)
         planned = {epoch: plan_epoch(manifest, seed=seed, epoch=epoch, **sizes) for epoch in range(epochs)}
         order = "".join(f", {name.replace('_', ' ')} {value}" for name, value in reading.order().items())
         source = (
             f"Shuffle audit of the epoch plan for {data} ({FORMAT}, {num_samples} samples, "
-            f"{manifest['num_classes']} classes)\n{SAMPLER} sampler, seed {seed}, "
+            f"{classes(manifest)})\n{SAMPLER} sampler, seed {seed}, "
             f"{world_size} ranks x {reading.num_workers} workers x batch {batch_size}{order}"
         )
-        audit(Deliveries(source, planned, num_samples, labels, reading.num_workers, shards, unit), png)
+        audit(Deliveries(source, planned, num_samples, strata, reading.num_workers, shards, unit, notes), png)
 
 
 NOT_A_LEDGER = "is LEDGER the --ledger folder of a train.sh run?"
@@ -388,12 +497,15 @@ def ledger(
     ] = None,
     num_workers: Annotated[int, typer.Option(help="DataLoader workers per rank of the run")] = Reading().num_workers,
     png: Png = Path("shuffle_audit.png"),
+    stratify_by: StratifyBy = None,
 ) -> None:
     """Audit what a training run read, from the sample ledger its ranks wrote."""
     with reported_as_one_line():
         check_png(png)
         if not ledger_dir.is_dir():
             raise DataError(f"ledger folder {ledger_dir} not found: pass the --ledger folder of a train.sh run")
+        if data is None and stratify_by not in (None, "class", "shard"):
+            raise DataError(f"--stratify-by {stratify_by} reads that field from the data set: pass --data too")
         epochs, stretches, notes = {}, {}, []
         for epoch, parts in read_stretches(ledger_dir).items():
             parts = [[[as_positions(keys) for keys in batches] for batches in ranks] for ranks in parts]
@@ -410,14 +522,17 @@ def ledger(
             recorded = read_ledger_labels(ledger_dir)
         except (KeyError, TypeError) as err:
             raise DataError(f"a ledger record has no labels ({err!r}): {NOT_A_LEDGER}") from None
-        if not recorded:
+        read = [global_order(delivered) for delivered in epochs.values()]
+        if not sum(map(len, read)):
             raise DataError(f"the ledger in {ledger_dir} records no steps: did the run train at least one step?")
-        keys = np.array(as_positions(list(recorded)))
-        largest = int(keys.max())
+        largest = int(max(order.max(initial=-1) for order in read))
+        # Labels as the ledger recorded them: none where the data set has no class field.
+        keys = np.array(as_positions(list(recorded)), dtype=np.int64)
+        recorded_labels = np.array(list(recorded.values()), dtype=np.int64)
         if data is None:
             num_samples, manifest = largest + 1, None
             labels = np.full(num_samples, -1, dtype=np.int64)
-            labels[keys] = list(recorded.values())
+            labels[keys] = recorded_labels
             notes.append(
                 f"without --data the data set size is unknown: 'left out' counts the keys below {largest + 1} that "
                 "were never read (a lower bound), keys beyond the data set cannot be found, and label proportions "
@@ -429,18 +544,24 @@ def ledger(
             num_samples = manifest["num_samples"]
             if largest >= num_samples:
                 raise DataError(f"the ledger reads key {largest}, {data} holds {num_samples} samples: {NOT_THE_DATA}")
-            wrong = int((labels[keys] != np.array(list(recorded.values()))).sum())
+            wrong = int((labels[keys] != recorded_labels).sum())
             if wrong:
                 raise DataError(f"{wrong} ledger labels differ from the labels stored in {data}: {NOT_THE_DATA}")
-            classes = manifest["num_classes"]
-            what = f"the run in {ledger_dir} on {data} ({FORMAT}, {num_samples} samples, {classes} classes)"
+            what = f"the run in {ledger_dir} on {data} ({FORMAT}, {num_samples} samples, {classes(manifest)})"
         first = next(iter(epochs.values()))
         source = (
             f"Shuffle audit of {what}\n{SAMPLER} sampler, "
             f"{len(first)} ranks x {num_workers} workers x batch {batch_per_rank(first)}"
         )
         shards, unit = shard_of_position(manifest, num_samples)
-        audit(Deliveries(source, epochs, num_samples, labels, num_workers, shards, unit, notes, stretches), png)
+        strata, chosen = chosen_strata(
+            stratify_by, labels, shard_strata(shards), list(field_kinds(manifest)) if manifest else [],
+            lambda name: stored_field(data, num_samples, name), str(data or ledger_dir),
+        )  # fmt: skip
+        deliveries = Deliveries(
+            source, epochs, num_samples, strata, num_workers, shards, unit, chosen + notes, stretches
+        )
+        audit(deliveries, png)
 
 
 if __name__ == "__main__":

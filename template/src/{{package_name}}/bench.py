@@ -108,7 +108,7 @@ def read_files(files: list[Path]) -> None:
 def ceiling(files: list[Path], num_samples: int) -> Callable[[int], Iterable[dict]]:
     def batches(_: int) -> Iterator[dict]:
         read_files(files)
-        yield {"y": range(num_samples)}  # the whole data set, read once
+        yield {"key": range(num_samples)}  # the whole data set, read once
 
     return batches
 
@@ -169,7 +169,7 @@ def decode_pass(loader: RankLoader, epoch: int, reduced_scale: bool = True) -> t
     for decoded, took, extensions in decoded_batches(loader, epoch, reduced_scale):
         seconds += took
         first = seconds if first is None else first
-        samples += len(decoded["y"])
+        samples += len(decoded["key"])
         kinds.update(extensions)
     return Pass(samples, seconds, first or 0.0), sorted(kinds)
 

@@ -16,7 +16,7 @@ import torch
 import typer
 
 from .data.loader import HeldoutLoader, training_manifest
-from .data.manifest import check_same_classes
+from .data.manifest import check_same_classes, check_same_schema
 from .data.reading import Reading
 from .harness.checkpoint import Unreadable, load, saved
 from .harness.errors import DataError, checked_path, reported_as_one_line
@@ -45,6 +45,7 @@ def same_classes(heldout: dict, where: str, trained_on: str, path: Path, run: bo
     other = f"the data set {path.name} was trained on ({trained_on})" if run else f"the training set ({trained_on})"
     fix = "pass the --data it was trained on, with a held-out set prepared with it in one prep"
     check_same_classes(heldout["classes"], where, training["classes"], other, fix)
+    check_same_schema(heldout, where, training, other)
 
 
 @app.command()

@@ -350,16 +350,19 @@ def decode_batch(
 
 
 def payload_batch(records: Sequence[Record], num_classes: int) -> dict:
-    """Stored records -> {"key", "payload": uint8 [total bytes], "offsets": int64 [B + 1], "y"}:
+    """Stored records -> {"key", "payload": uint8 [total bytes], "offsets": int64 [B + 1], "y"} ("y" only
+    when the data set has classes):
     the undecoded bytes of a batch in one tensor (one shared-memory hand-off from a worker,
     not B pickled byte strings). Sample i is payload[offsets[i]:offsets[i + 1]]. For decoding
     elsewhere (on the GPU), and for bench.py, which measures reading without decoding."""
     sizes = [len(record.payload) for record in records]
     payload = torch.empty(sum(sizes), dtype=torch.uint8)
     payload.numpy()[:] = np.frombuffer(b"".join(record.payload for record in records), dtype=np.uint8)
-    return {
+    batch = {
         "key": [record.key for record in records],
         "payload": payload,
         "offsets": torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)),
-        "y": torch.tensor([record.label for record in records], dtype=torch.int64),
     }
+    if num_classes:
+        batch["y"] = torch.tensor([record.label for record in records], dtype=torch.int64)
+    return batch

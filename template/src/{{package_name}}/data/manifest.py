@@ -146,6 +146,20 @@ def check_same_classes(
     )
 
 
+def check_same_schema(
+    manifest: dict[str, Any], where: str | Path, training: dict[str, Any], other: str = "the training set"
+) -> None:
+    """A held-out set's fields (its manifest, read at `where`) against `training`'s (a manifest): the
+    same names and kinds in the same order, for the model reads each field by name. DataError in one
+    line naming both otherwise."""
+    if schema(manifest) != schema(training):
+        described = [", ".join(f"{f['name']} ({f['kind']})" for f in schema(m)) for m in (manifest, training)]
+        raise DataError(
+            f"{where} holds the fields {described[0]}, {other} {described[1]}: prepare the held-out set from the "
+            "same source, or with the training set in one prep"
+        )
+
+
 def named(classes: list[str], shown: int = 3) -> str:
     """The first `shown` names of a class list, each as a Python string (one line whatever they hold)."""
     return ", ".join([repr(name) for name in classes[:shown]] + ["..."] * (len(classes) > shown))
