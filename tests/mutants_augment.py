@@ -44,9 +44,8 @@ MUTANTS = [
         function="HeldoutLoader.__iter__",
         edits=(
             (
-                'yield decode_batch([as_record(sample) for sample in batch], self.manifest["num_classes"], self.image_size)',
-                'yield decode_batch([as_record(sample) for sample in batch], self.manifest["num_classes"], self.image_size, '
-                "Augment(0, 0))",
+                'yield decode_batch(records, self.manifest["num_classes"], self.image_size)',
+                'yield decode_batch(records, self.manifest["num_classes"], self.image_size, Augment(0, 0))',
             ),
         ),
         backends=("webdataset",),

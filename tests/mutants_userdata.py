@@ -1,5 +1,6 @@
 """Mutants of issue 18 (data as users hold it): decoding images as they are meant to be seen,
-and prep's check of every file; a held-out set prepared apart, checked against the training set's classes."""
+and prep's check of every file; a held-out set prepared apart, checked against the training set's classes;
+and of issue 38 (sources map to fields): masks, float targets and files grouped into samples."""
 
 from __future__ import annotations
 
@@ -47,5 +48,42 @@ MUTANTS = [
         backends=("arrow",),  # manifest.py is the same for every backend and sampler
         samplers=("global",),
         only_test="tests/test_bad_data.py",
+    ),
+    Mutant(
+        "mask-taken-for-image",
+        "prep hf stores a mask column as an image: decoded to RGB and cropped like a photo, its class ids are lost",
+        function="fields_of",
+        edits=(('kinds[name] = "mask" if masked else "image"', 'kinds[name] = "image"'),),
+        backends=("arrow",),  # sources/ is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_prep_hf_fields.py",
+    ),
+    Mutant(
+        "float-label-a-class",
+        "a floating-point `label` column (a regression target) is taken for the class: every distinct value a class",
+        function="can_be_class",
+        edits=(
+            (
+                'in ("text", "number") and not numeric)',
+                'in ("text", "number"))',
+            ),
+        ),
+        backends=("arrow",),
+        samplers=("global",),
+        only_test="tests/test_prep_hf_fields.py",
+    ),
+    Mutant(
+        "folder-key-at-first-dot",
+        "prep folder groups files by the name before its first dot: cat.0.jpg, cat.1.jpg, ... become one sample",
+        function="samples_of",
+        edits=(
+            (
+                'cut = next((i for i, c in enumerate(name) if c == "." and (path.parent, name[:i]) in stems), len(name))',
+                'cut = name.find(".") % (len(name) + 1)',
+            ),
+        ),
+        backends=("arrow",),
+        samplers=("global",),
+        only_test="tests/test_prep.py",
     ),
 ]

@@ -1,4 +1,15 @@
-"""A class-folder tree -> samples (`prep folder`): one sub-folder per class, one file per sample."""
+"""A folder tree -> samples (`prep folder`): one sub-folder per class, one sample per file or
+per group of files; a folder without sub-folders is one data set of its files, without a class field.
+
+Files of one folder whose names differ only after a dot are one sample, as WebDataset groups a
+tar's members: `a.jpg`, `a.txt` and `a.mask.png` are sample `a`, with the fields `jpg`, `txt`
+and `mask.png`. A sample's key is the shortest start of a file's name, up to a dot, that is also
+a file's whole name without its extension, so `cat.0.jpg` and `cat.1.jpg` stay two samples. The
+payload is the sample's image that is not a mask (source.is_mask_name: `mask`, `seg`, `label` or
+`annotation` in the field's name), else its .npy, else its .txt; the other fields' kinds come from
+their extension: an image (a mask by its name), .txt text, .json json, .npy array, else bytes.
+Every sample of a data set of such groups has the same fields (its payload image in any format).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +20,30 @@ from pathlib import Path
 import numpy as np
 
 from ..data.decode import IMAGE_EXTENSIONS, can_decode, known_extensions
-from ..data.sample import Sample
+from ..data.sample import NO_LABEL, Sample
 from ..harness.errors import DataError
-from .source import Source
+from .source import Source, is_mask_name
+
+FIELD_KINDS = {"txt": "text", "json": "json", "npy": "array"}  # by extension; images by IMAGE_EXTENSIONS
+PAYLOAD_RANKS = {"image": 0, "array": 1, "text": 2}  # a sample's payload: the first of its files by these
+Group = list[tuple[str, Path]]  # one sample's files: (field name, path), the payload first
 
 
 def extension_of(path: Path) -> str:
     return path.suffix[1:].lower()
+
+
+def field_kind(field: str) -> str:
+    """A field's kind from its name (a file's name after its sample's key): by its extension."""
+    extension = field.rpartition(".")[2].lower()
+    if extension in IMAGE_EXTENSIONS:
+        return "mask" if is_mask_name(field) else "image"
+    return FIELD_KINDS.get(extension, "bytes")
+
+
+def payload_rank(field: str) -> int:
+    """Which of a sample's files is its payload: an image that is not a mask, else .npy, else .txt."""
+    return PAYLOAD_RANKS.get(field_kind(field), len(PAYLOAD_RANKS))
 
 
 def class_files(class_dir: Path) -> list[Path]:
@@ -25,6 +53,21 @@ def class_files(class_dir: Path) -> list[Path]:
         for p in class_dir.rglob("*")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(class_dir).parts)
     )
+
+
+def samples_of(files: list[Path]) -> list[Group]:
+    """Sorted files -> one group a sample, in the order of their first file, each its payload first."""
+    stems = {(p.parent, p.name.rpartition(".")[0] or p.name) for p in files}
+    groups: dict[tuple[Path, str], Group] = {}
+    for path in files:
+        name = path.name
+        cut = next((i for i, c in enumerate(name) if c == "." and (path.parent, name[:i]) in stems), len(name))
+        groups.setdefault((path.parent, name[:cut]), []).append((name[cut + 1 :], path))
+    samples = []
+    for group in groups.values():
+        payload = min(group, key=lambda file: (payload_rank(file[0]), file[0]))
+        samples.append([payload, *sorted(file for file in group if file is not payload)])
+    return samples
 
 
 def check_image_header(path: Path, payload: bytes) -> None:
@@ -39,27 +82,54 @@ def check_image_header(path: Path, payload: bytes) -> None:
         raise DataError(f"{path} is not a readable image ({err}): fix or remove it, then prep again") from None
 
 
-def folder(root: Path, keep_empty_classes: bool = False) -> Source:
-    """One sub-folder per class, one file per sample; classes and files in sorted order.
+def read_file(path: Path) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise DataError(f"cannot read {path} ({err.strerror}): fix its permissions or remove it") from None
+    if not data:
+        raise DataError(f"{path} is empty: remove it, or replace it with the real sample")
+    if extension_of(path) in IMAGE_EXTENSIONS:
+        check_image_header(path, data)
+    return data
 
-    One pass lists and counts the files class by class; reading holds one class's file
-    names at a time, never the data set. A class folder without files is refused (a class
-    that can never be learned or scored), unless `keep_empty_classes`.
+
+def folder(root: Path, keep_empty_classes: bool = False) -> Source:
+    """One sub-folder per class (or the folder's own files, without classes), one sample per file or
+    group of files (samples_of); classes and samples in sorted order.
+
+    One pass lists and counts the samples class by class and checks that they have the same
+    fields; reading holds one class's file names at a time, never the data set. A class folder
+    without files is refused (a class that can never be learned or scored), unless `keep_empty_classes`.
     """
     if not root.is_dir():
         raise DataError(f"{root} is not a folder: pass a folder with one sub-folder per class")
     class_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    counts, payload_bytes = [], 0
+    classes = [d.name for d in class_dirs]
+    if not class_dirs:  # the folder's own files: a data set without a class field
+        class_dirs = [root]
+    counts, payload_bytes, first = [], 0, None
     for class_dir in class_dirs:
-        files = class_files(class_dir)
-        for path in files:
+        groups = samples_of(class_files(class_dir))
+        for group in groups:
+            field, path = group[0]
+            if len(group) > 1 and payload_rank(field) == len(PAYLOAD_RANKS):
+                raise DataError(
+                    f"{root}: {named(root, group)}, none of them a payload: add the sample's image, .npy or .txt file"
+                )
             if not can_decode(extension_of(path)):
                 raise DataError(
                     f"{path}: no decoder for {path.suffix or 'files without an extension'} "
                     f"(decode.py reads {known_extensions()}): add one to decode.py, or remove the file"
                 )
-            payload_bytes += path.stat().st_size
-        counts.append(len(files))
+            first = first or group
+            if [f for f, _ in group[1:]] != [f for f, _ in first[1:]]:
+                raise DataError(
+                    f"{root}: {named(root, group)} but {named(root, first)}: every sample needs the same fields "
+                    "(files named <sample>.<field>, side by side): add or remove files"
+                )
+            payload_bytes += sum(path.stat().st_size for _, path in group)
+        counts.append(len(groups))
     empty = [d.name for d, count in zip(class_dirs, counts, strict=True) if count == 0]
     if empty and sum(counts) and not keep_empty_classes:
         more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
@@ -69,33 +139,37 @@ def folder(root: Path, keep_empty_classes: bool = False) -> Source:
         )
     if not sum(counts):
         raise DataError(f"{root} holds no class sub-folders with files: expected {root}/<class>/<sample file>")
+    schema = ()  # one file a sample: its payload and the class (Source.fields)
+    if first is not None and len(first) > 1:
+        schema = ((first[0][0], field_kind(first[0][0])), *((f, field_kind(f)) for f, _ in first[1:]))
+        schema += (("class", "class"),) if classes else ()
 
     def read(selected: np.ndarray | None) -> Iterator[Sample]:
         position = 0
         for label, class_dir in enumerate(class_dirs):
-            for path in class_files(class_dir):
+            for group in samples_of(class_files(class_dir)):
                 if selected is None or selected[position]:
-                    try:
-                        payload = path.read_bytes()
-                    except OSError as err:
-                        raise DataError(
-                            f"cannot read {path} ({err.strerror}): fix its permissions or remove it"
-                        ) from None
-                    if not payload:
-                        raise DataError(f"{path} is empty: remove it, or replace it with the real sample")
-                    if extension_of(path) in IMAGE_EXTENSIONS:
-                        check_image_header(path, payload)
-                    yield Sample(payload, extension_of(path), label, path.relative_to(root).as_posix())
+                    (_, path), others = group[0], group[1:]
+                    yield Sample(
+                        read_file(path),
+                        extension_of(path),
+                        label if classes else NO_LABEL,
+                        path.relative_to(root).as_posix(),
+                        tuple((field, read_file(file)) for field, file in others),
+                    )
                 position += 1
         if position != sum(counts):
             raise DataError(
-                f"{root} changed while prep read it ({position} files, {sum(counts)} before): run prep again"
+                f"{root} changed while prep read it ({position} samples, {sum(counts)} before): run prep again"
             )
 
-    return Source(
-        sum(counts),
-        [d.name for d in class_dirs],
-        read,
-        {"kind": "folder", "path": str(root.resolve())},
-        payload_bytes,
-    )
+    description = {"kind": "folder", "path": str(root.resolve())}
+    return Source(sum(counts), classes, read, description, payload_bytes, schema=schema)
+
+
+def named(root: Path, group: Group) -> str:
+    """A sample's files, for an error: `cat/a has the fields jpg, txt`."""
+    field, path = group[0]
+    relative = path.relative_to(root).as_posix()
+    key = relative[: len(relative) - len(field) - 1] if field else relative
+    return f"{key} has the fields {', '.join(f for f, _ in group) or 'none'}"

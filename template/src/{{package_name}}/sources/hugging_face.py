@@ -1,50 +1,27 @@
 """Hugging Face data sets -> samples: a `save_to_disk` folder, parquet or Arrow files in the
 Hub's layout, or a data set in the local Hugging Face cache, read as Arrow record batches.
 
-An image column (the `Image` feature: a struct of `bytes` and `path`, or plain binary) gives
-each sample's payload exactly as stored, never re-encoded; its extension comes from the
-bytes' signature (JPEG, PNG, GIF, WebP, BMP) or else the path's. A `ClassLabel` column's
-names become the classes (its integers are their indices); any other label column's values,
-sorted, do. Files are read one record batch at a time, memory-mapped where they are Arrow,
-and a sample's payload is taken out of its batch one at a time, so prep's memory stays flat
-in the data set's size. A sample's source is `<split>[<index>]`, its index in the split as
-`datasets` counts it (`dataset[index]`).
+Each column becomes a field of the kind its `Features` say (columns.py): an `Image` the stored
+bytes, never re-encoded (a mask when `--mask-column` names it), a string text, a `ClassLabel`
+the class, numbers a number, a `Sequence` or `Array2D` of numbers an array. Files are read one
+record batch at a time, memory-mapped where they are Arrow, and a sample's image is taken out
+of its batch one at a time, so prep's memory stays flat in the data set's size. A sample's
+source is `<split>[<index>]`, its index in the split as `datasets` counts it (`dataset[index]`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ..data.decode import IMAGE_EXTENSIONS
-from ..data.sample import Sample
 from ..harness.errors import DataError
+from . import columns
 from .source import Source
 
 HF_CHUNK_ROWS = 256  # parquet rows decompressed at once (images: a few MB)
-SIGNATURES = [
-    (b"\xff\xd8\xff", "jpg"),
-    (b"\x89PNG\r\n\x1a\n", "png"),
-    (b"GIF87a", "gif"),
-    (b"GIF89a", "gif"),
-    (b"BM", "bmp"),
-]
-
-
-def image_extension(payload: bytes, path: str | None) -> str | None:
-    """The extension for an image's bytes: from their signature, else from the path it had."""
-    if payload[:4] == b"RIFF" and payload[8:12] == b"WEBP":
-        return "webp"
-    for signature, extension in SIGNATURES:
-        if payload.startswith(signature):
-            return extension
-    suffix = Path(path).suffix[1:].lower() if path else ""
-    return suffix if suffix in IMAGE_EXTENSIONS else None
 
 
 # --- files: parquet or Arrow (IPC stream, as datasets writes it, or IPC file) ---------
@@ -168,123 +145,27 @@ def cached(name: str, split: str) -> tuple[list[Path], dict[str, Any], dict[str,
     return files, dataset.features.to_dict(), {"kind": "hf", "name": name, "split": split}
 
 
-# --- the columns ----------------------------------------------------------------------
-
-
-def is_image_column(field: Any, feature: dict[str, Any] | None) -> bool:
-    import pyarrow as pa
-
-    if feature is not None and feature.get("_type") == "Image":
-        return True
-    if pa.types.is_struct(field.type):
-        return field.type.get_field_index("bytes") >= 0
-    return pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type)
-
-
-def image_column_of(schema: Any, features: dict[str, Any], wanted: str | None, where: str) -> str | None:
-    """The image column: `wanted`, else the first of the Image feature, a {bytes, path} struct or binary."""
-    if wanted is not None:
-        if wanted not in schema.names or not is_image_column(schema.field(wanted), features.get(wanted)):
-            raise DataError(
-                f"{where} has no image column {wanted!r} (binary, or a struct of bytes and path; columns: "
-                f"{', '.join(schema.names)}): pass --image-column"
-            )
-        return wanted
-    return next((f.name for f in schema if is_image_column(f, features.get(f.name))), None)
-
-
-def image_rows(
-    files: list[Path],
-    features: dict[str, Any],
-    where: str,
-    name: Callable[[int], str],
-    description: dict[str, Any],
+def hf(
+    source: str,
+    split: str = "train",
+    fields: list[str] | None = None,
     image_column: str | None = None,
-    label_column: str = "label",
+    label_column: str | None = None,
+    mask_columns: list[str] | None = None,
 ) -> Source:
-    """The samples of a table with an image column: payloads as stored, labels from `label_column`;
-    `name(position)` is a sample's source, for the data set's sources.jsonl and for errors."""
-    import pyarrow as pa
-
-    schema = file_schema(files[0])
-    features = features or schema_features(schema)
-    image = image_column_of(schema, features, image_column, where)
-    if image is None:
-        raise DataError(
-            f"{where} has no image column (the Image feature, a struct of bytes and path, or binary; columns: "
-            f"{', '.join(schema.names)}): pass --image-column, or use prep table for numeric columns"
-        )
-    if label_column not in schema.names:
-        class_labels = [name for name, f in features.items() if isinstance(f, dict) and f.get("_type") == "ClassLabel"]
-        if label_column != "label" or not class_labels:
-            raise DataError(
-                f"{where} has no column {label_column!r} (columns: {', '.join(schema.names)}): pass --label-column"
-            )
-        label_column = class_labels[0]
-    label_feature = features.get(label_column) or {}
-    names = label_feature.get("names") if label_feature.get("_type") == "ClassLabel" else None
-
-    num_rows, values = 0, set()
-    for path in files:  # first pass: the label column only
-        for batch in file_batches(path, [label_column]):
-            labels = batch.column(0)
-            if labels.null_count:
-                raise DataError(f"{where}: column {label_column!r} has empty values: fill or drop those rows")
-            if names is None:
-                values.update(str(v) for v in labels.to_pylist())
-            num_rows += batch.num_rows
-    if num_rows == 0:
-        raise DataError(f"{where} has no rows: point prep at a non-empty data set")
-    classes = list(names) if names is not None else sorted(values)
-    index = {name: i for i, name in enumerate(classes)}
-
-    def label_of(value: Any, position: int) -> int:
-        if names is None:
-            return index[str(value)]
-        if not 0 <= value < len(names):
-            raise DataError(
-                f"{where}: {name(position)} has label {value}, not one of the {len(names)} ClassLabel names "
-                "(-1: no label): drop unlabelled rows first"
-            )
-        return int(value)
-
-    def read(selected: np.ndarray | None) -> Iterator[Sample]:
-        position = 0
-        for path in files:
-            for batch in file_batches(path, [image, label_column]):
-                column, labels = batch.column(0), batch.column(1)
-                is_struct = pa.types.is_struct(column.type)
-                payloads = column.field("bytes") if is_struct else column
-                paths = column.field("path") if is_struct and column.type.get_field_index("path") >= 0 else None
-                for row in range(batch.num_rows):
-                    if selected is None or selected[position]:
-                        yield image_sample(payloads, paths, labels, row, position)
-                    position += 1
-
-    def image_sample(payloads: Any, paths: Any, labels: Any, row: int, position: int) -> Sample:
-        payload = payloads[row].as_py()
-        path = paths[row].as_py() if paths is not None else None
-        if payload is None and path and Path(path).is_file():  # an Image stored by path, not embedded
-            payload = Path(path).read_bytes()
-        if not payload:
-            raise DataError(f"{where}: {name(position)} has no image bytes: drop the row or embed its image")
-        extension = image_extension(payload, path)
-        if extension is None:
-            raise DataError(
-                f"{where}: {name(position)} is not an image decode.py reads ({', '.join(sorted(IMAGE_EXTENSIONS))}): "
-                "drop or convert it"
-            )
-        return Sample(payload, extension, label_of(labels[row].as_py(), position), f"{name(position)}")
-
-    return Source(
-        num_rows,
-        classes,
-        read,
-        {**description, "image_column": image, "label_column": label_column},
-        sum(path.stat().st_size for path in files),
-    )
-
-
-def hf(source: str, split: str = "train", image_column: str | None = None, label_column: str = "label") -> Source:
+    """SOURCE's split as samples of fields (columns.py: how each column's Features become a field)."""
     files, features, description = locate(source, split)
-    return image_rows(files, features, source, lambda i: f"{split}[{i}]", description, image_column, label_column)
+    schema = file_schema(files[0])
+    return columns.rows(
+        schema,
+        lambda names: (batch for path in files for batch in file_batches(path, names)),
+        features or schema_features(schema),
+        source,
+        lambda i: f"{split}[{i}]",
+        description,
+        sum(path.stat().st_size for path in files),
+        fields,
+        image_column,
+        label_column,
+        mask_columns,
+    )

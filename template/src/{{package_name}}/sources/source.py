@@ -22,6 +22,14 @@ import numpy as np
 from ..data.sample import Sample
 from ..harness.errors import DataError
 
+MASK_WORDS = ("mask", "seg", "label", "annotation")  # in an image field's name: a mask, not an image
+
+
+def is_mask_name(name: str) -> bool:
+    """Whether an image field (a column, a file's name after its sample's key) of this name is a mask
+    (an image of class ids, cropped and flipped with the sample's image): by MASK_WORDS."""
+    return any(word in name.lower() for word in MASK_WORDS)
+
 
 @dataclass(frozen=True)
 class Source:
