@@ -2,7 +2,7 @@
 
     train_transform(image, size, generator) -> uint8 [3, size, size]   training batches only
     eval_transform(image, size)             -> uint8 [3, size, size]   the held-out set, evaluation
-    mask_train_transform(mask, size, geometry), mask_eval_transform(mask, size) -> int64 [size, size]
+    mask_transform(mask, size, geometry)    -> int64 [size, size]      a mask through its image's geometry
 
 Both take the image decode.py opened: upright 8-bit RGB at its stored size (a large JPEG
 already reduced by libjpeg's draft mode to about DRAFT_FACTOR x size a side).
@@ -16,10 +16,14 @@ already reduced by libjpeg's draft mode to about DRAFT_FACTOR x size a side).
   numpy's global random state here, or a resumed run and a run on other sizes would draw
   other augmentations.
 
-Paired fields stay aligned: the geometric draws of a sample (`draw_geometry`: the crop box, then
-the flip) are made once and applied to its image and to every mask of it, masks with nearest
-neighbour (a class id is never blended with its neighbour's). Photometric draws, if you add them,
-touch images only. Vectors (.npy) and texts (.txt) are not augmented: decode.py returns them as stored.
+Paired fields stay aligned: the geometry of a sample (`Geometry`: the crop box and the flip; the
+train transform draws it, `draw_geometry`, the eval transform takes the centre square,
+`centre_geometry`) is fixed once on its image and applied to the image and to every mask of it,
+masks with nearest neighbour (a class id is never blended with its neighbour's). Both resizes
+sample at the same pixel centres, so a decoded mask pixel holds the class under the decoded image
+pixel's centre; an image pixel within one output pixel of a class boundary blends both sides
+(bilinear), its mask pixel takes one (tests/test_segmentation.py checks this). Photometric draws,
+if you add them, touch images only. Vectors (.npy) and texts (.txt) are not augmented: decode.py returns them as stored.
 
 CROP_SCALE is tuned for the 32 px synthetic images: torchvision's (0.08, 1) keeps as little as
 8% of the area, at 32 px a 9 px patch that often misses the shape the class is drawn as (its
@@ -37,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
+from PIL import Image
 
 CROP_SCALE = (0.5, 1.0)  # the crop's share of the image's area: uniform in this range
 CROP_RATIO = (3 / 4, 4 / 3)  # the crop's width / height: log-uniform in this range
@@ -51,7 +55,7 @@ def as_tensor(image: Image.Image) -> torch.Tensor:
 
 
 def eval_transform(image: Image.Image, size: int) -> torch.Tensor:
-    return as_tensor(ImageOps.fit(image, (size, size), method=Image.Resampling.BILINEAR))
+    return as_tensor(apply_geometry(image, centre_geometry(image.width, image.height), size))
 
 
 def train_transform(image: Image.Image, size: int, generator: torch.Generator) -> torch.Tensor:
@@ -60,19 +64,33 @@ def train_transform(image: Image.Image, size: int, generator: torch.Generator) -
 
 @dataclass(frozen=True)
 class Geometry:
-    """A sample's geometric draws, made once and applied to every spatial field of it (the image, its
-    mask): the crop box in the pixels of an image `width` x `height`, and whether it is flipped."""
+    """What a sample's spatial fields (its image, its masks) go through alike: the crop box, in the
+    pixels of an image `width` x `height` (the whole image's extent in those pixels), and whether it
+    is flipped. A field stored at another resolution gets the box scaled to its own pixels."""
 
-    width: int
-    height: int
-    box: tuple[int, int, int, int]  # left, top, right, bottom
+    width: float
+    height: float
+    box: tuple[float, float, float, float]  # left, top, right, bottom
     flip: bool
+
+    def extended_to(self, width: float, height: float) -> Geometry:
+        """The same box, for pixels in which the whole image measures `width` x `height` rather than the
+        decoded image's size: a JPEG decoded at a reduced scale 1/s covers original/s of its pixels, not
+        ceil(original/s), so its masks are scaled by s exactly (the draft box, decode.decode_image_drawn)."""
+        return Geometry(width, height, self.box, self.flip)
 
 
 def draw_geometry(width: int, height: int, generator: torch.Generator) -> Geometry:
     """The crop box, then the flip, in that order from `generator` (a resume and any rank draw the same)."""
     box = random_crop_box(width, height, generator)
     return Geometry(width, height, box, uniform(0.0, 1.0, generator) < FLIP_PROBABILITY)
+
+
+def centre_geometry(width: int, height: int) -> Geometry:
+    """The eval transform's geometry: the largest centred square, unflipped (ImageOps.fit's box)."""
+    side = min(width, height)
+    left, top = (width - side) / 2, (height - side) / 2
+    return Geometry(width, height, (left, top, left + side, top + side), False)
 
 
 def apply_geometry(
@@ -85,21 +103,24 @@ def apply_geometry(
     if image.size != (geometry.width, geometry.height):
         sx, sy = image.width / geometry.width, image.height / geometry.height
         box = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
+    if box[2] > image.width or box[3] > image.height:  # a JPEG's last pixel at a reduced scale: a part of one
+        image = edge_extended(image, math.ceil(box[2]), math.ceil(box[3]))
     out = image.resize((size, size), resample, box=box)
     return out.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if geometry.flip else out
 
 
-def mask_train_transform(mask: Image.Image, size: int, geometry: Geometry) -> torch.Tensor:
+def edge_extended(image: Image.Image, width: int, height: int) -> Image.Image:
+    """`image` grown to at least width x height by repeating its last column and row, as libjpeg fills the
+    part of a reduced-scale pixel that lies beyond the image (so a box drawn on the reduced image, scaled
+    back to the stored pixels, can reach past their edge by less than the scale)."""
+    pixels = np.asarray(image)
+    grow = ((0, max(0, height - image.height)), (0, max(0, width - image.width))) + ((0, 0),) * (pixels.ndim - 2)
+    return Image.fromarray(np.pad(pixels, grow, mode="edge"))  # P (a palette of ids) reads as L: the ids
+
+
+def mask_transform(mask: Image.Image, size: int, geometry: Geometry) -> torch.Tensor:
     """A mask (integer class ids) through its image's geometry, nearest neighbour: never a blend of two ids."""
-    return mask_tensor(apply_geometry(mask, geometry, size, Image.Resampling.NEAREST))
-
-
-def mask_eval_transform(mask: Image.Image, size: int) -> torch.Tensor:
-    return mask_tensor(ImageOps.fit(mask, (size, size), method=Image.Resampling.NEAREST))
-
-
-def mask_tensor(mask: Image.Image) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(mask).astype(np.int64))
+    return torch.from_numpy(np.asarray(apply_geometry(mask, geometry, size, Image.Resampling.NEAREST)).astype(np.int64))
 
 
 def uniform(low: float, high: float, generator: torch.Generator) -> float:

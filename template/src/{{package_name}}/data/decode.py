@@ -50,10 +50,10 @@ from ..transforms import (
     Geometry,
     apply_geometry,
     as_tensor,
+    centre_geometry,
     draw_geometry,
     eval_transform,
-    mask_eval_transform,
-    mask_train_transform,
+    mask_transform,
     train_transform,
 )
 from .streams import sample_generator
@@ -142,44 +142,55 @@ def decode_image(
 
 def decode_image_drawn(
     payload: bytes, image_size: int, generator: torch.Generator | None, reduced_scale: bool = True
-) -> tuple[torch.Tensor, Geometry | None, tuple[int, int]]:
-    """decode_image, also returning the geometric draws it applied (None: the eval transform) and the
-    image's decoded size, for the sample's other spatial fields (its masks) to follow."""
+) -> tuple[torch.Tensor, Geometry, tuple[float, float]]:
+    """decode_image, also returning the geometry it applied (the train transform's draws, or the eval
+    transform's centre square), for the sample's other spatial fields (its masks) to follow, and the
+    image's (width, height) in the pixels of that geometry's box: the whole stored image's extent in the
+    decoded pixels (a JPEG decoded at a reduced scale 1/s is ceil(side / s) pixels a side, of which
+    side / s are the image: the draft box)."""
     with Image.open(io.BytesIO(payload)) as image:
+        extent = image.size
         if reduced_scale and image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * image_size:
-            image.draft(None, (DRAFT_FACTOR * image_size, DRAFT_FACTOR * image_size))
+            drafted = image.draft(None, (DRAFT_FACTOR * image_size, DRAFT_FACTOR * image_size))
+            extent = drafted[1][2:] if drafted else image.size
+        stored = image.size
         image = to_rgb(image)
-        if generator is None:
-            return eval_transform(image, image_size), None, image.size
-        geometry = draw_geometry(image.width, image.height, generator)
-        return as_tensor(apply_geometry(image, geometry, image_size)), geometry, image.size
+        if image.size != stored:  # turned a quarter by its EXIF orientation
+            extent = extent[::-1]
+        geometry = (
+            centre_geometry(image.width, image.height)
+            if generator is None
+            else draw_geometry(image.width, image.height, generator)
+        )
+        return as_tensor(apply_geometry(image, geometry, image_size)), geometry.extended_to(*extent), extent
 
 
+# A mask's modes: class ids in one channel. "1" (bits) reads as 0/1, not Pillow's 0/255 of "L".
 MASK_MODES = {"1": "L", "L": "L", "P": "P", "I": "I", "I;16": "I", "I;16B": "I", "I;16L": "I"}
 ASPECT_TOLERANCE = 0.02  # a mask's width/height against its image's: beyond this it was not drawn on it
 
 
-def decode_mask(
-    data: bytes, image_size: int, geometry: Geometry | None, image_shape: tuple[int, int] | None
-) -> torch.Tensor:
+def decode_mask(data: bytes, image_size: int, geometry: Geometry | None) -> torch.Tensor:
     """An encoded single-channel image of class ids -> int64 [S, S], through its image's geometry
-    (nearest neighbour), or the eval transform's centre crop when there is none."""
+    (nearest neighbour); without an image (a payload that is not one), the centre square."""
     with Image.open(io.BytesIO(data)) as mask:
         if mask.mode not in MASK_MODES:
             raise ValueError(
                 f"a mask in mode {mask.mode} (colours?): store class ids as a single-channel (L, P or 16-bit) PNG"
             )
-        if image_shape is not None:
-            aspect, image_aspect = mask.width / mask.height, image_shape[0] / image_shape[1]
-            if abs(aspect / image_aspect - 1) > ASPECT_TOLERANCE:
-                raise ValueError(
-                    f"the mask is {mask.width}x{mask.height} and its image {image_shape[0]}x{image_shape[1]}: "
-                    "a mask must cover its image (same aspect ratio)"
-                )
-        mask = mask.convert(MASK_MODES[mask.mode]) if mask.mode != MASK_MODES[mask.mode] else mask
         if geometry is None:
-            return mask_eval_transform(mask, image_size)
-        return mask_train_transform(mask, image_size, geometry)
+            geometry = centre_geometry(mask.width, mask.height)
+        aspect, image_aspect = mask.width / mask.height, geometry.width / geometry.height
+        if abs(aspect / image_aspect - 1) > ASPECT_TOLERANCE:
+            raise ValueError(
+                f"the mask is {mask.width}x{mask.height} and its image {geometry.width:g}x{geometry.height:g}: "
+                "a mask must cover its image (same aspect ratio)"
+            )
+        if mask.mode == "1":
+            mask = Image.fromarray(np.asarray(mask).astype(np.uint8))
+        elif mask.mode != MASK_MODES[mask.mode]:
+            mask = mask.convert(MASK_MODES[mask.mode])
+        return mask_transform(mask, image_size, geometry)
 
 
 def decode_array(payload: bytes) -> torch.Tensor:
@@ -239,20 +250,19 @@ MakeBatch = Callable[[Sequence[Record], int], dict]  # (records, num_classes) ->
 
 
 def decode_field(
-    kind: str, data: bytes, image_size: int, geometry: Geometry | None, image_shape: tuple[int, int] | None
+    kind: str, data: bytes, image_size: int, geometry: Geometry | None, image_shape: tuple[float, float] | None = None
 ) -> Any:
     """One field of a sample, decoded by its kind (data/sample.py KINDS); spatial fields follow the
-    payload image's `geometry` (its crop box and flip; None: the eval transform's centre crop)."""
+    payload image's `geometry` (its crop box and flip), or, given only the image's (width, height)
+    `image_shape`, its eval transform's centre square; with neither (the payload is no image), their own."""
+    if geometry is None and image_shape is not None:
+        geometry = centre_geometry(*image_shape)
     if kind == "mask":
-        return decode_mask(data, image_size, geometry, image_shape)
+        return decode_mask(data, image_size, geometry)
     if kind == "image":
         with Image.open(io.BytesIO(data)) as image:
             image = to_rgb(image)
-            return (
-                eval_transform(image, image_size)
-                if geometry is None
-                else as_tensor(apply_geometry(image, geometry, image_size))
-            )
+            return as_tensor(apply_geometry(image, geometry or centre_geometry(*image.size), image_size))
     if kind == "text":
         return decode_text(data)
     if kind == "json":
@@ -305,9 +315,9 @@ def decode_batch(
             )
         try:
             generator = sample_generator(augment.seed, augment.epoch, record.key) if augment else None
-            geometry = image_shape = None
+            geometry = None
             if record.extension in IMAGE_EXTENSIONS:
-                x, geometry, image_shape = decode_image_drawn(record.payload, image_size, generator, reduced_scale)
+                x, geometry, _ = decode_image_drawn(record.payload, image_size, generator, reduced_scale)
             else:
                 x = decode(record.payload, record.extension, image_size, generator, reduced_scale)
             tensors.append(x)
@@ -320,7 +330,7 @@ def decode_batch(
             ) from None
         for name, kind, data in record.fields:
             try:
-                values.setdefault(name, []).append(decode_field(kind, data, image_size, geometry, image_shape))
+                values.setdefault(name, []).append(decode_field(kind, data, image_size, geometry))
             except DECODE_ERRORS as err:
                 raise SampleError(
                     record.key,

@@ -55,6 +55,18 @@ def field_kinds(manifest: dict[str, Any]) -> dict[str, str]:
     return {f["name"]: f["kind"] for f in schema(manifest)[1:] if f["kind"] != "class"}
 
 
+def mask_classes(manifest: dict[str, Any], name: str) -> list[str] | None:
+    """The class names of mask field `name`'s ids (its "classes": id i is classes[i]), None when the
+    manifest records none; DataError when the data set has no mask field of that name."""
+    masks = {f["name"]: f for f in schema(manifest) if f["kind"] == "mask"}
+    if name not in masks:
+        raise DataError(
+            f"the data set has no mask field {name!r} (its masks: {', '.join(masks) or 'none'}): "
+            "pass --mask-field with one of them, or prepare the data with its masks"
+        )
+    return masks[name].get("classes")
+
+
 def has_classes(manifest: dict[str, Any]) -> bool:
     return any(f["kind"] == "class" for f in schema(manifest))
 
@@ -73,10 +85,12 @@ def checked_schema(fields: Any, where: str | Path) -> None:
             or not entry["name"]
             or any(c in entry["name"] for c in '/\\\0 "')
             or entry.get("kind") not in KINDS
+            or not isinstance(entry.get("classes", []), list)
+            or not all(isinstance(name, str) for name in entry.get("classes", []))
         ):
             raise DataError(
-                f"{where}: fields[{i}] is not a field (a plain 'name' and a 'kind' of {', '.join(KINDS)}): "
-                "prepare the data again"
+                f"{where}: fields[{i}] is not a field (a plain 'name', a 'kind' of {', '.join(KINDS)} and, for a "
+                "mask, 'classes' as a list of names): prepare the data again"
             )
         names.append(entry["name"])
     if len(set(names)) != len(names) or fields[0]["kind"] == "class" or [f["kind"] for f in fields].count("class") > 1:

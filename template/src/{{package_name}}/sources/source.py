@@ -48,6 +48,9 @@ class Source:
     # ((name, kind), ...) of every field, the payload first and the class (when `classes`) among them,
     # as manifest.json's "fields" records them; () for a payload and a class (`classic_schema`).
     schema: tuple[tuple[str, str], ...] = ()
+    # The class of each id a mask field holds (mask_classes[i] names id i), as manifest.json's mask
+    # entries record it ({"name": "mask", "kind": "mask", "classes": [...]}); () when not known.
+    mask_classes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.num_samples == 0:
@@ -73,13 +76,21 @@ class Source:
             self.payload_bytes * count // self.num_samples,
             selected,
             self.schema,
+            self.mask_classes,
         )
 
     def fields(self, extensions: dict[str, int]) -> list[dict[str, str]]:
         """manifest.json's "fields": the source's schema, or a payload (named by its kind, from the
         `extensions` its samples had) and a class."""
         if self.schema:
-            return [{"name": name, "kind": kind} for name, kind in self.schema]
+            return [
+                {
+                    "name": name,
+                    "kind": kind,
+                    **({"classes": list(self.mask_classes)} if kind == "mask" and self.mask_classes else {}),
+                }
+                for name, kind in self.schema
+            ]
         kind = "text" if set(extensions) == {"txt"} else "array" if set(extensions) == {"npy"} else "image"
         return [{"name": kind, "kind": kind}] + ([{"name": "class", "kind": "class"}] if self.classes else [])
 

@@ -21,24 +21,32 @@ def synthetic_image(label: int, num_classes: int, rng: np.random.Generator, size
     Colour and shape both carry the class; position, size, hue jitter and pixel noise make
     every sample different, so a small CNN has something to learn and nothing to memorise.
     """
-    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
     image = np.empty((size, size, 3), dtype=np.float32)
     image[:] = rng.uniform(0, 70, size=3)
-    hue = (label + rng.uniform(-0.25, 0.25)) / num_classes % 1.0
-    colour = 255 * np.array(colorsys.hsv_to_rgb(hue, rng.uniform(0.7, 1.0), rng.uniform(0.75, 1.0)))
+    colour = class_colour(label, num_classes, rng)
     cx, cy = rng.uniform(0.3 * size, 0.7 * size, size=2)
     radius = rng.uniform(0.18 * size, 0.3 * size)
-    dx, dy = xx - cx, yy - cy
-    shape = label % 3
-    if shape == 0:  # disc
-        mask = dx**2 + dy**2 < radius**2
-    elif shape == 1:  # square
-        mask = np.maximum(abs(dx), abs(dy)) < 0.8 * radius
-    else:  # ring
-        mask = abs(np.sqrt(dx**2 + dy**2) - 0.75 * radius) < 0.25 * radius
-    image[mask] = colour
+    image[shape_pixels(label % 3, cx, cy, radius, size)] = colour
     image += rng.normal(0, 10, size=image.shape)
     return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def class_colour(label: int, num_classes: int, rng: np.random.Generator) -> np.ndarray:
+    """RGB 0..255 of class `label` of `num_classes`: hue label/C within a quarter of a class's spacing, so
+    that no two classes share a hue; saturated and bright, against the dark background."""
+    hue = (label + rng.uniform(-0.25, 0.25)) / num_classes % 1.0
+    return 255 * np.array(colorsys.hsv_to_rgb(hue, rng.uniform(0.7, 1.0), rng.uniform(0.75, 1.0)))
+
+
+def shape_pixels(shape: int, cx: float, cy: float, radius: float, size: int) -> np.ndarray:
+    """[S, S] bool: the pixels of shape 0 (a disc), 1 (a square) or 2 (a ring) centred at (cx, cy)."""
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    dx, dy = xx - cx, yy - cy
+    if shape == 0:  # disc
+        return dx**2 + dy**2 < radius**2
+    if shape == 1:  # square
+        return np.maximum(abs(dx), abs(dy)) < 0.8 * radius
+    return abs(np.sqrt(dx**2 + dy**2) - 0.75 * radius) < 0.25 * radius  # ring
 
 
 def encode_png(pixels: np.ndarray) -> bytes:
