@@ -1,10 +1,11 @@
 """Mutants of issue 18 (data as users hold it): decoding images as they are meant to be seen,
 and prep's check of every file; a held-out set prepared apart, checked against the training set's classes;
-and of issue 38 (sources map to fields): masks, float targets and files grouped into samples."""
+and of issue 38 (sources map to fields): masks, float targets and files grouped into samples, and shards
+of a held-out folder kept out of the training set."""
 
 from __future__ import annotations
 
-from mutants_framework import Mutant
+from mutants_framework import Mutant, one_render
 
 MUTANTS = [
     Mutant(
@@ -85,5 +86,14 @@ MUTANTS = [
         backends=("arrow",),
         samplers=("global",),
         only_test="tests/test_prep.py",
+    ),
+    Mutant(
+        "heldout-shards-trained",
+        "the shards of SRC/heldout are read into the training index with the others (rglob): the held-out"
+        " pairs are trained on and recall@1 measures memory",
+        function="shard_paths",
+        edits=((" and p.relative_to(src).parts[0] != HELDOUT", ""),),
+        **one_render("webdataset"),  # wds_shards.py is the same for every sampler
+        only_test="tests/test_wds_fields.py",
     ),
 ]

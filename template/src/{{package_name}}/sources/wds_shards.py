@@ -2,7 +2,8 @@
 to convert them into this project's format: `prep webdataset SRC --out DIR`, for every backend.
 
 The shards are the `.tar` files under SRC, in sorted order (anything else beside them, such as
-img2dataset's `.parquet` and `_stats.json` files, is not read); their members are grouped into
+img2dataset's `.parquet` and `_stats.json` files, is not read), but those under SRC/heldout: a
+held-out set, converted as the held-out set (--heldout-fraction is then not used); their members are grouped into
 samples as webdataset groups them (consecutive members of one key, the name up to its first
 dot). Every member of a sample is one of its fields (`Choice`), by default the members of the
 first sample: its image (else its one member decode.py reads: npy, txt) is the payload, each
@@ -41,11 +42,26 @@ MASK_WORDS = ("mask", "seg")  # an image member named with one of these ("seg.pn
 UNFIT = '/\\\0 "'  # characters a field's name cannot hold (manifest.checked_schema)
 
 
+HELDOUT = "heldout"  # SRC's sub-folder of held-out shards: never in the training set (in_place.py indexes it)
+
+
 def shard_paths(src: Path) -> list[Path]:
-    shards = sorted(p for p in src.rglob("*.tar") if p.is_file() and not p.name.startswith("."))
+    """The .tar files under `src`, in sorted order, but those under `src/heldout`: a held-out set
+    kept beside the training shards is never read into the training set."""
+    shards = sorted(
+        p
+        for p in src.rglob("*.tar")
+        if p.is_file() and not p.name.startswith(".") and p.relative_to(src).parts[0] != HELDOUT
+    )
     if not shards:
         raise DataError(f"{src} holds no .tar shards: pass the folder of a WebDataset's shards")
     return shards
+
+
+def heldout_folder(src: Path) -> Path | None:
+    """`src/heldout` where it holds .tar shards: the shards' own held-out set, else None."""
+    folder = src / HELDOUT
+    return folder if folder.is_dir() and any(p.is_file() for p in folder.rglob("*.tar")) else None
 
 
 def shard_samples(path: Path, name: str) -> Iterator[tuple[str, int, int, dict[str, bytes]]]:
