@@ -173,24 +173,33 @@ ASPECT_TOLERANCE = 0.02  # a mask's width/height against its image's: beyond thi
 def decode_mask(data: bytes, image_size: int, geometry: Geometry | None) -> torch.Tensor:
     """An encoded single-channel image of class ids -> int64 [S, S], through its image's geometry
     (nearest neighbour); without an image (a payload that is not one), the centre square."""
+    return fitted_mask(stored_mask(data), image_size, geometry)
+
+
+def stored_mask(data: bytes) -> Image.Image:
+    """An encoded mask's class ids as stored, in mode L, P or I (a pixel's value its id); ValueError
+    for a mask of colours. prep counts the ids of it (sources/verify.py)."""
     with Image.open(io.BytesIO(data)) as mask:
         if mask.mode not in MASK_MODES:
             raise ValueError(
                 f"a mask in mode {mask.mode} (colours?): store class ids as a single-channel (L, P or 16-bit) PNG"
             )
-        if geometry is None:
-            geometry = centre_geometry(mask.width, mask.height)
-        aspect, image_aspect = mask.width / mask.height, geometry.width / geometry.height
-        if abs(aspect / image_aspect - 1) > ASPECT_TOLERANCE:
-            raise ValueError(
-                f"the mask is {mask.width}x{mask.height} and its image {geometry.width:g}x{geometry.height:g}: "
-                "a mask must cover its image (same aspect ratio)"
-            )
         if mask.mode == "1":
-            mask = Image.fromarray(np.asarray(mask).astype(np.uint8))
-        elif mask.mode != MASK_MODES[mask.mode]:
-            mask = mask.convert(MASK_MODES[mask.mode])
-        return mask_transform(mask, image_size, geometry)
+            return Image.fromarray(np.asarray(mask).astype(np.uint8))
+        return mask.convert(MASK_MODES[mask.mode])  # a loaded copy, in every mode
+
+
+def fitted_mask(mask: Image.Image, image_size: int, geometry: Geometry | None) -> torch.Tensor:
+    """A stored mask (`stored_mask`) -> int64 [S, S], through its image's geometry (its own centre square without)."""
+    if geometry is None:
+        geometry = centre_geometry(mask.width, mask.height)
+    aspect, image_aspect = mask.width / mask.height, geometry.width / geometry.height
+    if abs(aspect / image_aspect - 1) > ASPECT_TOLERANCE:
+        raise ValueError(
+            f"the mask is {mask.width}x{mask.height} and its image {geometry.width:g}x{geometry.height:g}: "
+            "a mask must cover its image (same aspect ratio)"
+        )
+    return mask_transform(mask, image_size, geometry)
 
 
 def decode_array(payload: bytes) -> torch.Tensor:

@@ -164,14 +164,45 @@ def check_same_schema(
     manifest: dict[str, Any], where: str | Path, training: dict[str, Any], other: str = "the training set"
 ) -> None:
     """A held-out set's fields (its manifest, read at `where`) against `training`'s (a manifest): the
-    same names and kinds in the same order, for the model reads each field by name. DataError in one
-    line naming both otherwise."""
+    same names and kinds in the same order, for the model reads each field by name, and each mask's
+    classes the same, for an id is a position in that list. DataError in one line naming both otherwise."""
+    if [(f["name"], f["kind"]) for f in schema(manifest)] == [(f["name"], f["kind"]) for f in schema(training)]:
+        for entry, trained in zip(schema(manifest), schema(training), strict=True):
+            if entry.get("classes") != trained.get("classes"):  # a mask's ids named, or counted, otherwise
+                check_same_classes(
+                    entry.get("classes", []), where, trained.get("classes", []), f"{other}'s mask {entry['name']!r}",
+                    "prepare the held-out set with the training set in one prep (which counts the ids of both), "
+                    "or name the classes of both (--mask-classes)",
+                )  # fmt: skip
     if schema(manifest) != schema(training):
         described = [", ".join(f"{f['name']} ({f['kind']})" for f in schema(m)) for m in (manifest, training)]
         raise DataError(
             f"{where} holds the fields {described[0]}, {other} {described[1]}: prepare the held-out set from the "
             "same source, or with the training set in one prep"
         )
+
+
+def same_mask_classes(roots: list[Path]) -> None:
+    """Give the data sets prepared together at `roots` (a training set and its held-out set) the same
+    classes for each mask field whose ids prep counted ("0" .. the largest id of each set's masks): the
+    longest list, which holds the others, rewritten into the manifests that have a shorter one. Lists
+    the source named are the same already; a list that does not extend the other is left as it is."""
+    manifests = [json.loads((root / MANIFEST).read_text()) for root in roots]
+    longest: dict[str, list[str]] = {}
+    for manifest in manifests:
+        for entry in manifest["fields"]:
+            have = longest.setdefault(entry["name"], entry.get("classes", []))
+            if entry["kind"] == "mask" and len(entry.get("classes", [])) > len(have):
+                longest[entry["name"]] = entry["classes"]
+    for root, manifest in zip(roots, manifests, strict=True):
+        fields = []
+        for entry in manifest["fields"]:
+            have, wanted = entry.get("classes", []), longest[entry["name"]]
+            extended = entry["kind"] == "mask" and have != wanted and wanted[: len(have)] == have
+            fields.append({**entry, "classes": wanted} if extended else entry)
+        if fields != manifest["fields"]:
+            shards = manifest.pop("shards")
+            write_manifest(root, {**manifest, "fields": fields}, shards)
 
 
 def named(classes: list[str], shown: int = 3) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 #   bytes  anything else, handed on undecoded           -> a list of bytes in the batch
 KINDS = ("image", "mask", "text", "json", "class", "number", "array", "bytes")
 NO_LABEL = -1  # the label of a sample of a data set without a class field
+MASK_IGNORE = 255  # a mask id that is no class (VOC's void): prep never counts it as one, training ignores it
 
 
 @dataclass(frozen=True)

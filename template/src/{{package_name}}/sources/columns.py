@@ -8,6 +8,8 @@ Each column becomes a field of the kind its type says (data/sample.py KINDS):
 - a string: text (UTF-8); an integer, a float or a boolean: a number (decimal text);
 - a list or fixed-size array of numbers (`Sequence`, `List`, `Array2D`...): an array (.npy bytes,
   the source's dtype); any other list or struct: json;
+- a mask's classes: `--mask-classes` names them (id i is the i-th name), else prep counts the
+  ids its masks hold (sources/verify.py): "0" .. the largest (255, the ignored id, left out);
 - the class column (`--label-column`): the class; a `ClassLabel`'s names are the classes, any
   other column's values, sorted, are. By default the class is the column `label` when it is not
   an image or floating point (a float `label` is a number, a regression target), else the first
@@ -165,7 +167,7 @@ def split_names(option: str | None, flag: str) -> list[str] | None:
         return None
     names = [name.strip() for name in option.split(",") if name.strip()]
     if (option.strip() and not names) or len(set(names)) != len(names):
-        raise DataError(f"{flag} {option!r} is not a list of distinct column names: pass {flag} a,b,c")
+        raise DataError(f"{flag} {option!r} is not a list of distinct names: pass {flag} a,b,c")
     return names
 
 
@@ -242,11 +244,18 @@ def rows(
     image_column: str | None = None,
     label_column: str | None = None,
     mask_columns: list[str] | None = None,
+    mask_classes: list[str] | None = None,
 ) -> Source:
     """The samples of a table of `schema` whose record batches `batches(columns)` gives, one per row;
-    `name(position)` is a sample's source, for the data set's sources.jsonl and for errors."""
+    `name(position)` is a sample's source, for the data set's sources.jsonl and for errors;
+    `mask_classes` names the ids of the masks (None: prep counts them, sources/verify.py)."""
     label = label_column_of(schema, features, label_column, where)
     kinds = fields_of(schema, features, where, fields, image_column, label, mask_columns)
+    if mask_classes and not any(kind == "mask" for _, kind in kinds):
+        raise DataError(
+            f"{where}: --mask-classes names the classes of masks, but no column is a mask "
+            f"(columns: {', '.join(schema.names)}): pass --mask-column"
+        )
     names = class_names(features.get(label)) if label is not None else None
 
     counted = label or next((n for n, k in kinds if k not in ("image", "mask")), kinds[0][0])
@@ -326,6 +335,7 @@ def rows(
         },
         payload_bytes,
         schema=tuple(kinds),
+        mask_classes=tuple(mask_classes or ()),
     )
 
 

@@ -152,6 +152,7 @@ def hf(
     image_column: str | None = None,
     label_column: str | None = None,
     mask_columns: list[str] | None = None,
+    mask_classes: list[str] | None = None,
 ) -> Source:
     """SOURCE's split as samples of fields (columns.py: how each column's Features become a field)."""
     files, features, description = locate(source, split)
@@ -168,4 +169,5 @@ def hf(
         image_column,
         label_column,
         mask_columns,
+        mask_classes,
     )

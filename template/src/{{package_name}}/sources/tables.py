@@ -67,6 +67,7 @@ def table(
     image_column: str | None = None,
     fields: list[str] | None = None,
     mask_columns: list[str] | None = None,
+    mask_classes: list[str] | None = None,
 ) -> Source:
     """The table's rows as samples: `fields` (default: the packed numeric `features`), the class from
     `label_column` (columns.label_column_of); a parquet or Arrow table with an image column (binary,
@@ -98,6 +99,7 @@ def table(
                 image_column,
                 label_column,
                 mask_columns,
+                mask_classes,
             )
 
     def parsed(names: list[str] | None = None) -> Iterator[Any]:

@@ -7,6 +7,11 @@ sample that decodes to another shape than the others (a .txt among images: one b
 hold both) is then refused at prep, naming its source and the field, instead of stopping a training run hours later
 or, never drawn, never. `prep ... --no-verify` skips it (a source checked before).
 
+The check also counts the class ids each mask field holds (at the stored resolution, so that a
+small region's id is not lost to the resize): a mask field whose source names no classes gets
+"0" .. its largest id (MASK_IGNORE, 255, left out) as its classes in manifest.json, and one whose
+source names them is refused when a mask holds an id beyond them (`mask_classes`).
+
 Samples go to the processes in chunks, with a bounded number of chunks in flight, so memory
 stays flat however large the data set; the chunks are checked in storage order, so the first
 bad sample is the one reported.
@@ -19,18 +24,22 @@ import os
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 
+import numpy as np
 import torch
 
 from ..data.decode import (
     DECODE_ERRORS,
     IMAGE_EXTENSIONS,
     IMAGE_SIZE,
+    centre_geometry,
     decode,
     decode_field,
     decode_image_drawn,
     first_line,
+    fitted_mask,
+    stored_mask,
 )
-from ..data.sample import Sample
+from ..data.sample import MASK_IGNORE, Sample
 from ..harness.errors import DataError
 
 CHUNK = 64  # samples per task: large enough that pickling, not process hand-offs, dominates
@@ -44,12 +53,14 @@ def default_processes() -> int:
 # (what: the payload or a field, dtype, shape) -> the first source decoding to it
 Shapes = dict[tuple[str, str, tuple[int | str, ...]], str]
 Item = tuple[str, bytes, str, tuple[tuple[str, bytes], ...]]  # (source, payload, extension, fields)
+Ids = dict[str, set[int]]  # mask field -> the class ids its masks hold
 
 
-def check_chunk(items: list[Item], kinds: dict[str, str]) -> tuple[Shapes, tuple[str, str] | None]:
+def check_chunk(items: list[Item], kinds: dict[str, str]) -> tuple[Shapes, tuple[str, str] | None, Ids]:
     """In a process: decode each (source, payload, extension, fields), every field by its kind in
-    `kinds`; the shapes seen, and the first failure."""
+    `kinds`; the shapes seen, the first failure, and the ids each mask field holds."""
     shapes: Shapes = {}
+    ids: Ids = {name: set() for name, kind in kinds.items() if kind == "mask"}
     for source, payload, extension, fields in items:
         try:
             if extension in IMAGE_EXTENSIONS:
@@ -57,19 +68,24 @@ def check_chunk(items: list[Item], kinds: dict[str, str]) -> tuple[Shapes, tuple
             else:
                 x, image_shape = decode(payload, extension), None
         except DECODE_ERRORS as err:
-            return shapes, (source, f"does not decode as .{extension} ({first_line(err)})")
+            return shapes, (source, f"does not decode as .{extension} ({first_line(err)})"), ids
         shape = ("length",) if extension == "txt" else tuple(x.shape)  # texts are padded to one batch
         shapes.setdefault(("the payload", str(x.dtype).removeprefix("torch."), shape), source)
         for name, data in fields:
             kind = kinds[name]
             try:
-                value = decode_field(kind, data, IMAGE_SIZE, None, image_shape)
+                if kind == "mask":  # decoded once: its ids as stored, then fitted to the image
+                    mask = stored_mask(data)
+                    ids[name].update(np.unique(np.asarray(mask)).tolist())
+                    value = fitted_mask(mask, IMAGE_SIZE, centre_geometry(*image_shape) if image_shape else None)
+                else:
+                    value = decode_field(kind, data, IMAGE_SIZE, None, image_shape)
             except DECODE_ERRORS as err:
-                return shapes, (source, f"has a field {name!r} that does not decode as {kind} ({first_line(err)})")
+                return shapes, (source, f"has a field {name!r} that does not decode as {kind} ({first_line(err)})"), ids
             if isinstance(value, torch.Tensor) and kind != "text":  # texts are padded to one batch
                 dtype = str(value.dtype).removeprefix("torch.")
                 shapes.setdefault((f"field {name!r}", dtype, tuple(value.shape)), source)
-    return shapes, None
+    return shapes, None, ids
 
 
 class Verifier:
@@ -83,6 +99,7 @@ class Verifier:
         self.pending: deque[Future] = deque()
         self.chunk: list[Item] = []
         self.shapes: Shapes = {}
+        self.ids: Ids = {name: set() for name, kind in self.kinds.items() if kind == "mask"}
 
     def __enter__(self) -> Verifier:
         return self
@@ -108,7 +125,9 @@ class Verifier:
             self.collect(self.pending.popleft())
 
     def collect(self, future: Future) -> None:
-        shapes, failure = future.result()
+        shapes, failure, ids = future.result()
+        for name, seen in ids.items():
+            self.ids[name] |= seen
         for kind, source in shapes.items():
             self.shapes.setdefault(kind, source)
             same = [(seen, first) for seen, first in self.shapes.items() if seen[0] == kind[0]]  # of the same field
@@ -126,6 +145,31 @@ class Verifier:
                 f"{self.where}: {source} {problem}: fix or remove it at the source, then prep again "
                 "(--no-verify skips this check)"
             )
+
+    def mask_classes(self, fields: list[dict]) -> list[dict]:
+        """manifest.json's "fields" with each mask field's classes: those the source named (DataError when a
+        mask holds an id beyond them), else "0" .. the largest id seen, MASK_IGNORE left out. Call after
+        `finish`."""
+        entries = []
+        for entry in fields:
+            seen = {i for i in self.ids.get(entry["name"], ()) if i != MASK_IGNORE}
+            if entry["kind"] == "mask" and "classes" in entry:
+                beyond = sorted(i for i in seen if not 0 <= i < len(entry["classes"]))
+                if beyond:
+                    raise DataError(
+                        f"{self.where}: the masks of field {entry['name']!r} hold id {beyond[-1]}, beyond the "
+                        f"{len(entry['classes'])} classes the source names (ids 0 .. {len(entry['classes']) - 1}, "
+                        f"{MASK_IGNORE} ignored): name every class (--mask-classes), or fix the masks"
+                    )
+            elif entry["kind"] == "mask" and seen:
+                if min(seen) < 0:
+                    raise DataError(
+                        f"{self.where}: the masks of field {entry['name']!r} hold id {min(seen)}: a class id is 0 or "
+                        "more: fix the masks"
+                    )
+                entry = {**entry, "classes": [str(i) for i in range(max(seen) + 1)]}
+            entries.append(entry)
+        return entries
 
 
 def describe(kind: tuple[str, str, tuple[int | str, ...]]) -> str:
