@@ -89,7 +89,7 @@ MUTANTS = [
     Mutant(
         "full-scale-row-reduced",
         "the bench's full-scale decode row decodes JPEGs at the reduced scale too: it reports no gain",
-        function="decode_image",
+        function="decode_image_drawn",
         edits=(("if reduced_scale and image.format == ", "if image.format == "),),
         **MEMORY_ONLY,
         only_test="tests/test_bench_rows.py",

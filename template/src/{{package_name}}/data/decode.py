@@ -52,9 +52,7 @@ from ..transforms import (
     as_tensor,
     centre_geometry,
     draw_geometry,
-    eval_transform,
     mask_transform,
-    train_transform,
 )
 from .streams import sample_generator
 
@@ -131,13 +129,9 @@ class Augment:
 def decode_image(
     payload: bytes, image_size: int = IMAGE_SIZE, generator: torch.Generator | None = None, reduced_scale: bool = True
 ) -> torch.Tensor:
-    with Image.open(io.BytesIO(payload)) as image:
-        if reduced_scale and image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * image_size:
-            image.draft(None, (DRAFT_FACTOR * image_size, DRAFT_FACTOR * image_size))
-        image = to_rgb(image)
-        if generator is None:
-            return eval_transform(image, image_size)
-        return train_transform(image, image_size, generator)
+    """One encoded image -> uint8 [3, S, S]: the train transform with `generator`, else the eval transform
+    (decode_image_drawn, which every image goes through: one place for the reduced-scale decode)."""
+    return decode_image_drawn(payload, image_size, generator, reduced_scale)[0]
 
 
 def decode_image_drawn(
