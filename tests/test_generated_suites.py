@@ -206,7 +206,10 @@ def test_task_project_passes_its_own_tests(rendered, task: str) -> None:
     can change (task_dependent_tests): those that start no processes, and the task's own files,
     tests/test_<task>*.py, processes included (the gathered loss, a training run). The pipeline's process
     tests (launch, resume, restarts) run in the classification projects: the task changes a batch's
-    fields and the step, never the order or the harness."""
+    fields and the step, never the order or the harness. They pass in the task's project too (its
+    `nox -s test`: conftest prepares the task's synthetic data, the tests read the recipe's METRIC),
+    which CI leaves out: the whole suite of each task's project took about 15 minutes with -n 2 on 2
+    shared, busy cores."""
     backend, sampler = TASK_RENDERS[task]
     project = rendered(backend, sampler, task)
     tests = task_dependent_tests(project, rendered(backend, sampler))
