@@ -329,6 +329,10 @@ def write_checkpoint(
     ranks = gather_ranks(kept)  # also waits until every rank has finished the step
     if dist.get_rank() == 0:
         save(checkpoints, position, parts=parts, ranks=ranks, options=options)
+    # Every rank waits until the checkpoint is in place: a rank that fails right after (its held-out
+    # pass, its next batch) would otherwise end the run while rank 0 writes, and the epoch it
+    # trained would be lost with the half-written file.
+    dist.barrier()
 
 
 def check_same_options(recorded: dict[str, Any], options: dict[str, Any], run_dir: Path) -> None:
