@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..harness.errors import PACKAGE, DataError
-from .sample import KINDS
+from .sample import KINDS, payload_kind
 
 MANIFEST = "manifest.json"
 LABELS = "labels.npy"  # int64 label of every sample, by storage position
@@ -45,7 +45,7 @@ def schema(manifest: dict[str, Any]) -> list[dict[str, str]]:
     if "fields" in manifest:
         return manifest["fields"]
     extensions = set(manifest.get("extensions", {})) or {"png"}
-    kind = "text" if extensions == {"txt"} else "array" if extensions == {"npy"} else "image"
+    kind = payload_kind(extensions)
     return [{"name": kind, "kind": kind}, {"name": "class", "kind": "class"}]
 
 

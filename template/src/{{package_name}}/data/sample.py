@@ -41,5 +41,11 @@ class Sample:
     fields: tuple[tuple[str, bytes], ...] = ()  # the other fields: (name, bytes), in the schema's order
 
 
+def payload_kind(extensions: set[str] | dict[str, int]) -> str:
+    """The kind of a payload field, from the extensions its samples had: text or array when every payload
+    is .txt or .npy, else image (a data set of one payload per sample, as prep wrote them before fields)."""
+    return "text" if set(extensions) == {"txt"} else "array" if set(extensions) == {"npy"} else "image"
+
+
 def key_of(position: int) -> str:
     return f"{position:08d}"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.sample import Sample
+from ..data.sample import Sample, payload_kind
 from ..harness.errors import DataError
 
 MASK_WORDS = ("mask", "seg", "label", "annotation")  # in an image field's name: a mask, not an image
@@ -91,7 +91,7 @@ class Source:
                 }
                 for name, kind in self.schema
             ]
-        kind = "text" if set(extensions) == {"txt"} else "array" if set(extensions) == {"npy"} else "image"
+        kind = payload_kind(extensions)
         return [{"name": kind, "kind": kind}] + ([{"name": "class", "kind": "class"}] if self.classes else [])
 
 
