@@ -13,6 +13,15 @@ DistributedDataParallel model keeps a reference to its process group after the m
 so the threads outlive it. A rank therefore flushes its output and ends with os._exit: no
 Python runs after its last line of work, and nothing races with threads it cannot join. Files
 are closed by then (train.py closes the ledger in a `finally`); the kernel frees the rest.
+
+The exception a run ended with is held until then too. Its traceback holds train()'s frame, and
+that frame the DDP model, whose Reducer holds the last reference to the gloo process group once
+train.py destroyed it: freeing the exception (which `except ... as` does at the end of its
+clause) runs the group's destructor, which joins gloo's threads holding the GIL, while one of
+them waits for the GIL to release the last collective's Python objects. A deadlock: both ranks of
+a run whose loss went NaN hung there, about once in 40 runs on 2 busy cores (py-spy: the main
+thread in ~ProcessGroupGloo under pybind11's dealloc at the except clause, a pt_gloo thread in
+gil_scoped_acquire under ~AsyncWork).
 """
 
 from __future__ import annotations
@@ -21,6 +30,9 @@ import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
+
+# The exception the run ended with, with its traceback's frames: held until os._exit (see above).
+HELD: list[BaseException] = []
 
 
 def exit_code(done: SystemExit) -> int:
@@ -39,8 +51,10 @@ def run_then_exit(main: Callable[[], object]) -> NoReturn:
         main()
         code = 0
     except SystemExit as done:
+        HELD.append(done)
         code = exit_code(done)
-    except BaseException:  # a bug, or Ctrl-C: printed as Python would, then the same exit status
+    except BaseException as failed:  # a bug, or Ctrl-C: printed as Python would, then the same exit status
+        HELD.append(failed)
         sys.excepthook(*sys.exc_info())
         code = 1
     sys.stdout.flush()
