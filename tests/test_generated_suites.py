@@ -182,7 +182,9 @@ def task_dependent_tests(project: Path, classification: Path) -> list[str]:
     backend's and sampler's classification project (or exist only here: the task's own), and those that
     import or name a module that differs (the recipe, the model, the synthetic source) or a module that
     imports one (train.py, evaluate.py). Every other test file is byte-identical and tests identical code
-    in the classification project, where it runs already."""
+    in the classification project, where it runs already. Every file takes its fixtures from conftest.py
+    (the data they prepare above all): a conftest that differs (the task's synthetic data) makes them all
+    task-dependent."""
     package, other = project / "src" / PACKAGE, classification / "src" / PACKAGE
     modules = package_modules(package)
     names = set(modules)
@@ -190,11 +192,15 @@ def task_dependent_tests(project: Path, classification: Path) -> list[str]:
     def same(path: Path, twin: Path) -> bool:
         return twin.is_file() and path.read_bytes() == twin.read_bytes()
 
+    files = sorted((project / "tests").glob("test_*.py"))
+    if not same(project / "tests" / "conftest.py", classification / "tests" / "conftest.py"):
+        return [str(path.relative_to(project)) for path in files]
+
     direct = {name for name, path in modules.items() if not same(path, other / path.relative_to(package))}
     dependent = direct | {name for name, path in modules.items() if package_imports(path, package, names) & direct}
     return sorted(
         str(path.relative_to(project))
-        for path in (project / "tests").glob("test_*.py")
+        for path in files
         if not all(same(part, classification / part.relative_to(project)) for part in helpers_of(path))
         or any(named_modules(part, package, names) & dependent for part in helpers_of(path))
     )
