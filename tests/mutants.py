@@ -265,6 +265,15 @@ MUTANTS += [
         samplers=("global",),  # the backend and the loader are the same files for every sampler
     ),
     Mutant(
+        "arrow-pickles-the-mapping",
+        "the arrow backend pickles its memory-mapped tables into every spawned DataLoader worker: a copy of the data each",
+        "ArrowDataset.__getstate__",
+        (('return {**self.__dict__, "tables": None, "_views": None}', 'return {**self.__dict__, "_views": None}'),),
+        backends=("arrow",),
+        samplers=("global",),  # the backend is the same file for every sampler
+        first_test="tests/test_loader.py",
+    ),
+    Mutant(
         "wrong-record",
         "the arrow backend gathers the next rows but reports the requested keys",
         "ArrowDataset.read_records",
