@@ -145,4 +145,22 @@ MUTANTS = [
         **SEGMENTATION,
         only_test=f"{TEST}::test_width_sets_the_channels_of_the_small_models_first_stage",
     ),
+    Mutant(
+        "mask-ids-compared-in-uint8",
+        "the held-out mIoU compares the masks as the workers hand them over, uint8: --ignore-index -1 wraps to 255 "
+        "and leaves out every pixel of class 255",
+        function="Recipe.score",
+        edits=(("            masks = masks.long()  # uint8 or int32 from the workers (decode.py)\n", ""),),
+        **SEGMENTATION,
+        only_test=f"{TEST}::test_masks_of_uint8_ids_are_checked_and_scored_as_their_ids",
+    ),
+    Mutant(
+        "mask-ids-checked-in-uint8",
+        "check_masks compares uint8 masks with the class count: --ignore-index -1 wraps to 255 and hides an id "
+        "that is no class (cross-entropy then fails on it unnamed)",
+        function="Recipe.check_masks",
+        edits=(("masks = batch[self.mask_field].long()", "masks = batch[self.mask_field]"),),
+        **SEGMENTATION,
+        only_test=f"{TEST}::test_masks_of_uint8_ids_are_checked_and_scored_as_their_ids",
+    ),
 ]

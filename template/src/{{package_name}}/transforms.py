@@ -2,7 +2,7 @@
 
     train_transform(image, size, generator) -> uint8 [3, size, size]   training batches only
     eval_transform(image, size)             -> uint8 [3, size, size]   the held-out set, evaluation
-    mask_transform(mask, size, geometry)    -> int64 [size, size]      a mask through its image's geometry
+    mask_transform(mask, size, geometry)    -> uint8 or int32 [size, size]  a mask through its image's geometry
 
 Both take the image decode.py opened: upright 8-bit RGB at its stored size (a large JPEG
 already reduced by libjpeg's draft mode to about DRAFT_FACTOR x size a side).
@@ -119,8 +119,11 @@ def edge_extended(image: Image.Image, width: int, height: int) -> Image.Image:
 
 
 def mask_transform(mask: Image.Image, size: int, geometry: Geometry) -> torch.Tensor:
-    """A mask (integer class ids) through its image's geometry, nearest neighbour: never a blend of two ids."""
-    return torch.from_numpy(np.asarray(apply_geometry(mask, geometry, size, Image.Resampling.NEAREST)).astype(np.int64))
+    """A mask (integer class ids) through its image's geometry, nearest neighbour: never a blend of two ids.
+    The ids keep the mask's own integer type, uint8 for an 8-bit mask (mode L or P: an eighth of int64
+    from a DataLoader worker to its rank), int32 for a 16-bit one (mode I); the recipe widens them on
+    its device (int64 for the loss; and a uint8 compared with -1 or 300 would wrap)."""
+    return torch.from_numpy(np.array(apply_geometry(mask, geometry, size, Image.Resampling.NEAREST)))
 
 
 def uniform(low: float, high: float, generator: torch.Generator) -> float:

@@ -184,7 +184,8 @@ def stored_mask(data: bytes) -> Image.Image:
 
 
 def fitted_mask(mask: Image.Image, image_size: int, geometry: Geometry | None) -> torch.Tensor:
-    """A stored mask (`stored_mask`) -> int64 [S, S], through its image's geometry (its own centre square without)."""
+    """A stored mask (`stored_mask`) -> uint8 [S, S] (int32 for a 16-bit mask), through its image's geometry
+    (its own centre square without)."""
     if geometry is None:
         geometry = centre_geometry(mask.width, mask.height)
     aspect, image_aspect = mask.width / mask.height, geometry.width / geometry.height
@@ -285,6 +286,8 @@ def collated(kind: str, name: str, values: list) -> dict[str, Any]:
         return {name: padded, f"{name}_lengths": lengths}
     if kind == "number":
         return {name: torch.tensor(values, dtype=torch.float32)}
+    if kind == "mask" and len({value.dtype for value in values}) > 1:  # 8-bit masks and 16-bit ones
+        values = [value.to(torch.int32) for value in values]
     if kind in ("image", "mask", "array"):
         return {name: torch.utils.data.default_collate(values)}
     return {name: values}

@@ -83,7 +83,8 @@ def check_chunk(items: list[Item], kinds: dict[str, str]) -> tuple[Shapes, tuple
             except DECODE_ERRORS as err:
                 return shapes, (source, f"has a field {name!r} that does not decode as {kind} ({first_line(err)})"), ids
             if isinstance(value, torch.Tensor) and kind != "text":  # texts are padded to one batch
-                dtype = str(value.dtype).removeprefix("torch.")
+                # a mask's ids are uint8 or int32 as its PNG is 8-bit or 16-bit: either is a mask of ids
+                dtype = "class ids" if kind == "mask" else str(value.dtype).removeprefix("torch.")
                 shapes.setdefault((f"field {name!r}", dtype, tuple(value.shape)), source)
     return shapes, None, ids
 
