@@ -163,4 +163,30 @@ MUTANTS = [
         **SEGMENTATION,
         only_test=f"{TEST}::test_masks_of_uint8_ids_are_checked_and_scored_as_their_ids",
     ),
+    Mutant(
+        "mask-classes-of-a-folder-ignored",
+        "prep folder counts the masks' ids as their classes whatever --mask-classes names",
+        function="prep.folder",
+        edits=(
+            (
+                'images = with_mask_classes(images, columns.split_names(mask_classes, "--mask-classes"), str(src))',
+                "pass",
+            ),
+        ),
+        **SEGMENTATION,
+        only_test=f"{TEST}::test_prep_folder_and_webdataset_take_the_mask_classes_named",
+    ),
+    Mutant(
+        "mask-classes-of-shards-ignored",
+        "prep webdataset --out counts the masks' ids as their classes whatever --mask-classes names",
+        function="prep.webdataset",
+        edits=(
+            (
+                "shards = with_mask_classes(wds_shards.webdataset(src, label_member, label_field, fields), names, str(src))",
+                "shards = wds_shards.webdataset(src, label_member, label_field, fields)",
+            ),
+        ),
+        **SEGMENTATION,
+        only_test=f"{TEST}::test_prep_folder_and_webdataset_take_the_mask_classes_named",
+    ),
 ]

@@ -14,7 +14,7 @@ then yields one sample at a time, so prep's memory does not grow with the data s
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -93,6 +93,20 @@ class Source:
             ]
         kind = payload_kind(extensions)
         return [{"name": kind, "kind": kind}] + ([{"name": "class", "kind": "class"}] if self.classes else [])
+
+
+def with_mask_classes(source: Source, names: list[str] | None, where: str) -> Source:
+    """`source` with its masks' ids named (`--mask-classes`: id i is the i-th name); DataError when it has
+    no mask field. prep's check refuses a mask id beyond the names (sources/verify.py)."""
+    if not names:
+        return source
+    if not any(kind == "mask" for _, kind in source.schema):
+        held = ", ".join(f"{name}:{kind}" for name, kind in source.schema) or "an image and a class"
+        raise DataError(
+            f"{where}: --mask-classes names the classes of masks, but no field is a mask (fields: {held}): "
+            "name a mask field (a.mask.png beside a.jpg; --fields jpg,seg.png:mask), or leave --mask-classes out"
+        )
+    return replace(source, mask_classes=tuple(names))
 
 
 def split_heldout(source: Source, fraction: float, seed: int) -> tuple[Source, Source | None]:
