@@ -234,6 +234,22 @@ def test_task_project_passes_its_own_tests(rendered, task: str) -> None:
         )
 
 
+def test_a_task_projects_conftest_that_differs_makes_every_test_file_task_dependent(rendered, tmp_path: Path) -> None:
+    """test_decode.py is byte-identical in the segmentation project and imports no module that differs, yet
+    takes its fixtures from a conftest that prepares the task's data: it runs there. With the classification
+    project's conftest in its place (the other side), it does not."""
+    backend, sampler = TASK_RENDERS["segmentation"]
+    task, classification = rendered(backend, sampler, "segmentation"), rendered(backend, sampler)
+    decode = "tests/test_decode.py"
+    assert (task / decode).read_bytes() == (classification / decode).read_bytes(), (
+        "test_decode.py differs: pick another"
+    )
+    assert decode in task_dependent_tests(task, classification), "a file whose conftest differs is left out"
+    same_conftest = Path(shutil.copytree(task, tmp_path / "project"))
+    shutil.copy(classification / "tests" / "conftest.py", same_conftest / "tests" / "conftest.py")
+    assert decode not in task_dependent_tests(same_conftest, classification), "an unchanged file is run again"
+
+
 @pytest.mark.parametrize("backend", sorted(DEFAULT_SAMPLER))
 def test_sampler_independent_files_are_rendered_alike(rendered, backend: str) -> None:
     projects = {sampler: rendered(b, sampler) for b, sampler in COMBINATIONS if b == backend}
