@@ -189,4 +189,19 @@ MUTANTS = [
         **SEGMENTATION,
         only_test=f"{TEST}::test_prep_folder_and_webdataset_take_the_mask_classes_named",
     ),
+    Mutant(
+        "mask-classes-of-held-out-shards-ignored",
+        "prep webdataset --out names the training shards' mask classes but counts those of SRC/heldout",
+        function="prep.webdataset",
+        edits=(
+            (
+                "heldout = with_mask_classes(\n"
+                "                wds_shards.webdataset(held, label_member, label_field, fields), names, str(held)\n"
+                "            )",
+                "heldout = wds_shards.webdataset(held, label_member, label_field, fields)",
+            ),
+        ),
+        **SEGMENTATION,
+        only_test=f"{TEST}::test_prep_folder_and_webdataset_take_the_mask_classes_named",
+    ),
 ]
