@@ -159,7 +159,7 @@ MUTANTS = [
         "check_masks compares uint8 masks with the class count: --ignore-index -1 wraps to 255 and hides an id "
         "that is no class (cross-entropy then fails on it unnamed)",
         function="Recipe.check_masks",
-        edits=(("masks = batch[self.mask_field].long()", "masks = batch[self.mask_field]"),),
+        edits=(("        masks = masks.long()  # in uint8", "        masks = masks  # in uint8"),),
         **SEGMENTATION,
         only_test=f"{TEST}::test_masks_of_uint8_ids_are_checked_and_scored_as_their_ids",
     ),
