@@ -42,7 +42,7 @@ import numpy as np
 from ..data.decode import IMAGE_EXTENSIONS
 from ..data.sample import NO_LABEL, Sample
 from ..harness.errors import DataError
-from .source import Source, is_mask_name
+from .source import Source, check_mask_classes, is_mask_name
 
 PAYLOAD_KINDS = {"image": None, "text": "txt", "array": "npy"}  # what the payload can be, and its extension
 UNSAFE_IN_NAMES = '/\\\0 "'  # a field name is a file or tar member suffix: none of these
@@ -251,11 +251,7 @@ def rows(
     `mask_classes` names the ids of the masks (None: prep counts them, sources/verify.py)."""
     label = label_column_of(schema, features, label_column, where)
     kinds = fields_of(schema, features, where, fields, image_column, label, mask_columns)
-    if mask_classes and not any(kind == "mask" for _, kind in kinds):
-        raise DataError(
-            f"{where}: --mask-classes names the classes of masks, but no column is a mask "
-            f"(columns: {', '.join(schema.names)}): pass --mask-column"
-        )
+    check_mask_classes(mask_classes, kinds, where, ", ".join(schema.names), "pass --mask-column", noun="column")
     names = class_names(features.get(label)) if label is not None else None
 
     counted = label or next((n for n, k in kinds if k not in ("image", "mask")), kinds[0][0])

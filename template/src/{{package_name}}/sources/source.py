@@ -13,7 +13,7 @@ then yields one sample at a time, so prep's memory does not grow with the data s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -100,13 +100,26 @@ def with_mask_classes(source: Source, names: list[str] | None, where: str) -> So
     no mask field. prep's check refuses a mask id beyond the names (sources/verify.py)."""
     if not names:
         return source
-    if not any(kind == "mask" for _, kind in source.schema):
-        held = ", ".join(f"{name}:{kind}" for name, kind in source.schema) or "an image and a class"
-        raise DataError(
-            f"{where}: --mask-classes names the classes of masks, but no field is a mask (fields: {held}): "
-            "name a mask field (a.mask.png beside a.jpg; --fields jpg,seg.png:mask), or leave --mask-classes out"
-        )
+    check_mask_classes(
+        names,
+        source.schema,
+        where,
+        listing=", ".join(f"{name}:{kind}" for name, kind in source.schema) or "an image and a class",
+        fix="name a mask field (a.mask.png beside a.jpg; --fields jpg,seg.png:mask), or leave --mask-classes out",
+    )
     return replace(source, mask_classes=tuple(names))
+
+
+def check_mask_classes(
+    names: list[str] | None, kinds: Sequence[tuple[str, str]], where: str, listing: str, fix: str, noun: str = "field"
+) -> None:
+    """DataError when `--mask-classes` names classes (`names`) for fields `kinds` ((name, kind), ...) none of
+    which is a mask: one check for every prep source (`listing` names the fields, or the table's columns:
+    `noun`; `fix` says how the source names a mask)."""
+    if names and not any(kind == "mask" for _, kind in kinds):
+        raise DataError(
+            f"{where}: --mask-classes names the classes of masks, but no {noun} is a mask ({noun}s: {listing}): {fix}"
+        )
 
 
 def split_heldout(source: Source, fraction: float, seed: int) -> tuple[Source, Source | None]:
