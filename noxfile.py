@@ -44,6 +44,7 @@ DEPS = [
     "pillow",
     "pyarrow",
     "datasets",
+    "tokenizers",  # the contrastive project's tests train with a tokenizer.json (--tokenizer; data/text.py)
     "webdataset>=1.0,<2",
     "matplotlib",
     "pytest",

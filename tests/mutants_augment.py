@@ -30,8 +30,8 @@ MUTANTS = [
         function="HeldoutLoader.__iter__",
         edits=(
             (
-                'yield decode_batch(records, self.manifest["num_classes"], self.image_size)',
-                'yield decode_batch(records, self.manifest["num_classes"], self.image_size, Augment(0, 0))',
+                "self.image_size, tokenizer=self.tokenizer)",
+                "self.image_size, Augment(0, 0), tokenizer=self.tokenizer)",
             ),
         ),
         backends=("memory", "arrow", "files"),
@@ -44,8 +44,8 @@ MUTANTS = [
         function="HeldoutLoader.__iter__",
         edits=(
             (
-                'yield decode_batch(records, self.manifest["num_classes"], self.image_size)',
-                'yield decode_batch(records, self.manifest["num_classes"], self.image_size, Augment(0, 0))',
+                "self.image_size, tokenizer=self.tokenizer)",
+                "self.image_size, Augment(0, 0), tokenizer=self.tokenizer)",
             ),
         ),
         backends=("webdataset",),

@@ -48,7 +48,9 @@ MUTANTS = [
         "embed-dim-not-passed",
         "the model is built with the default embedding width, 64, whatever --embed-dim says",
         function="Recipe.build_model",
-        edits=(("self.embed_dim, self.temperature)", "64, self.temperature)"),),
+        edits=(
+            ("self.embed_dim, self.temperature, tokenizer.vocab_size)", "64, self.temperature, tokenizer.vocab_size)"),
+        ),
         **task_render("contrastive"),
         only_test="tests/test_contrastive.py::test_both_towers_embed_in_embed_dim_dimensions",
     ),
@@ -60,5 +62,57 @@ MUTANTS = [
         edits=(("empty = torch.zeros(0, self.embed_dim, device=device)", "empty = torch.zeros(0, 64, device=device)"),),
         **task_render("contrastive"),
         only_test="tests/test_contrastive.py::test_a_rank_with_no_held_out_batch_gathers_embeddings_of_the_other_ranks_shape",
+    ),
+    Mutant(
+        "tokenizer-not-given-to-the-workers",
+        "the DataLoader workers decode captions as their UTF-8 bytes whatever tokenizer the recipe names: a run "
+        "with --tokenizer trains on bytes",
+        function="RankLoader.batch_maker",
+        edits=(("augment=augment, tokenizer=self.tokenizer)", "augment=augment)"),),
+        **task_render("contrastive"),
+        only_test="tests/test_contrastive.py::test_the_workers_tokenize_captions_with_the_tokenizer_the_recipe_names",
+    ),
+    Mutant(
+        "token-ids-not-shifted-past-padding",
+        "a tokenizer file's ids are handed on as it gives them: its id 0 (a real token) reads as padding, "
+        "left out of the text tower's mean and of the caption's length",
+        function="Tokenizer.encode",
+        edits=(("return torch.from_numpy(ids + 1)", "return torch.from_numpy(ids)"),),
+        **task_render("contrastive"),
+        only_test="tests/test_contrastive.py::test_the_workers_tokenize_captions_with_the_tokenizer_the_recipe_names",
+    ),
+    Mutant(
+        "tokenizer-option-unchecked",
+        "--tokenizer is not checked before the ranks start: a missing file or one that is no tokenizer fails "
+        "in every DataLoader worker instead of in one line",
+        function="Recipe.check",
+        edits=(("        self.text_tokenizer()\n", ""),),
+        **task_render("contrastive"),
+        only_test="tests/test_contrastive.py::test_a_tokenizer_that_is_no_file_or_no_tokenizer_is_refused_in_one_line",
+    ),
+    Mutant(
+        "texts-of-another-tokenizer-modelled",
+        "the recipe builds its text tower from batches whatever tokenizer made them: loaders made without "
+        "the recipe's tokenizer train a run on other ids than config.json records",
+        function="Recipe.build_model",
+        edits=(("        if texts.dtype != tokenizer.dtype:", "        if False:"),),
+        **task_render("contrastive"),
+        only_test="tests/test_contrastive.py::test_a_model_is_not_built_for_texts_another_tokenizer_made",
+    ),
+    Mutant(
+        "train-ignores-the-recipes-tokenizer",
+        "train.py makes its loaders without the recipe's tokenizer: the run's workers hand on bytes",
+        function="train.main",
+        edits=(("augment=recipe.augment, tokenizer=recipe.text_tokenizer(),", "augment=recipe.augment,"),),
+        **task_render("contrastive"),
+        only_test="tests/test_contrastive.py::test_two_ranks_learn_to_match_held_out_images_with_their_captions",
+    ),
+    Mutant(
+        "evaluate-ignores-the-recipes-tokenizer",
+        "evaluate.py reads the held-out set without the tokenizer the run was trained with",
+        function="evaluate.main",
+        edits=(("            tokenizer=recipe.text_tokenizer(),\n", ""),),
+        **task_render("contrastive"),
+        only_test="tests/test_contrastive.py::test_two_ranks_learn_to_match_held_out_images_with_their_captions",
     ),
 ]

@@ -19,9 +19,9 @@ MUTANTS = [
         function="decode_batch",
         edits=(
             (
-                "decode_field(kind, data, image_size, geometry)",
+                "decode_field(kind, data, image_size, geometry, tokenizer=tokenizer)",
                 "decode_field(kind, data, image_size, geometry if generator is None else "
-                "draw_geometry(round(geometry.width), round(geometry.height), generator))",
+                "draw_geometry(round(geometry.width), round(geometry.height), generator), tokenizer=tokenizer)",
             ),
         ),
         **SEGMENTATION,

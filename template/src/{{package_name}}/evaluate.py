@@ -83,8 +83,9 @@ def main(
         recipe = Recipe.from_options(state.get("options", {}))  # the model it was trained with
         heldout_dir = f"{str(data).rstrip('/')}/heldout"
         heldout = HeldoutLoader(
-            heldout_dir, reading=Reading(), world_size=1, rank=0, batch_size=256, image_size=recipe.image_size
-        )
+            heldout_dir, reading=Reading(), world_size=1, rank=0, batch_size=256, image_size=recipe.image_size,
+            tokenizer=recipe.text_tokenizer(),
+        )  # fmt: skip
         same_classes(heldout.manifest, heldout_dir, trained_on or data, path, run=trained_on is not None)
         model = recipe.build_model(next(iter(heldout)), heldout.manifest)
         try:

@@ -19,6 +19,9 @@ from torch import nn
 from .harness.errors import DataError
 
 DROPOUT = 0.1
+# n-grams of ids are hashed from their value mod this prime (2^31 - 1): the multiplicative hash of
+# ByteNgrams then stays inside int64 for any vocabulary, and a byte trigram (< 257^3) is its own value.
+HASH_PRIME = 2**31 - 1
 
 
 class ToUnitRange(nn.Module):
@@ -29,7 +32,8 @@ class ToUnitRange(nn.Module):
 
 
 class ByteNgrams(nn.Module):
-    """Text as UTF-8 bytes (0: padding) -> the mean embedding of its byte 1-, 2- and 3-grams,
+    """Text as ids (its UTF-8 bytes by default, or a tokenizer's: data/text.py; 0: padding) -> the mean
+    embedding of its 1-, 2- and 3-grams of ids,
     hashed into BUCKETS rows (fastText's bag of n-grams), -> class logits. A word shows as the
     n-grams inside it, so a class that shows in the words is learned in a few passes, in any
     script and with no tokenizer; word order beyond three bytes is not seen."""
@@ -37,8 +41,9 @@ class ByteNgrams(nn.Module):
     BUCKETS = 1 << 14  # row 0 is padding: the n-grams that reach into it are left out of the mean
     ORDERS = (1, 2, 3)
 
-    def __init__(self, num_classes: int, dim: int) -> None:
+    def __init__(self, num_classes: int, dim: int, vocab_size: int = 256) -> None:
         super().__init__()
+        self.base = vocab_size + 1  # an n-gram of ids as a number in this base, reduced mod HASH_PRIME
         self.embed = nn.EmbeddingBag(self.BUCKETS, dim, mode="mean", padding_idx=0)
         self.out = nn.Sequential(nn.Dropout(DROPOUT), nn.Linear(dim, num_classes))
 
@@ -51,7 +56,7 @@ class ByteNgrams(nn.Module):
                 continue
             gram = torch.zeros_like(x[:, :span])
             for i in range(n):
-                gram = gram * 257 + x[:, i : i + span]
+                gram = (gram * self.base + x[:, i : i + span]) % HASH_PRIME
             bucket = 1 + (gram * 2654435761 + n) % (self.BUCKETS - 1)  # a multiplicative hash, one per order
             padding = (x[:, :span] == 0) | (x[:, n - 1 : n - 1 + span] == 0)  # padding only ever ends a text
             ids.append(bucket.masked_fill(padding, 0))
@@ -171,10 +176,10 @@ def vision_model(name: str, example: torch.Tensor, num_classes: int) -> nn.Modul
     return model.train()
 
 
-def make_model(example: torch.Tensor, num_classes: int, width: int = 32) -> nn.Module:
-    """A model for inputs shaped like `example` (one decoded sample)."""
-    if example.dim() == 1 and example.dtype == torch.uint8:  # text: UTF-8 bytes (decode.py)
-        return ByteNgrams(num_classes, 2 * width)
+def make_model(example: torch.Tensor, num_classes: int, width: int = 32, vocab_size: int = 256) -> nn.Module:
+    """A model for inputs shaped like `example` (one decoded sample); a text's ids are 1 .. vocab_size - 1."""
+    if example.dim() == 1 and not example.is_floating_point():  # text: its ids (decode.py, data/text.py)
+        return ByteNgrams(num_classes, 2 * width, vocab_size)
     if example.dim() == 3:  # [channels, height, width]
         channels = example.shape[0]
         return nn.Sequential(

@@ -1,6 +1,6 @@
 """Payload bytes -> tensors, in the DataLoader workers: the one place to change for a new modality.
 
-    decode(payload, extension, image_size=IMAGE_SIZE, generator=None, reduced_scale=True) -> Tensor
+    decode(payload, extension, image_size=IMAGE_SIZE, generator=None, reduced_scale=True, tokenizer=BYTES) -> Tensor
 
 - images (png, jpg, jpeg, webp, bmp, gif): Pillow, turned upright by their EXIF orientation,
   converted to RGB (`to_rgb`), then transforms.py: the eval transform (the shorter side
@@ -17,16 +17,16 @@
   difference, out of 255; tests/test_decode.py checks it). `reduced_scale=False` decodes every
   pixel (bench.py's full-scale decode row measures what the reduced scale saves).
 - npy: numpy's .npy format with allow_pickle=False (data, never code): float32.
-- txt: UTF-8 text as its bytes, whole up to TEXT_MAX_BYTES (a longer text is cut there):
-  uint8 [length]. A batch of texts is zero-padded to its longest, with each text's length
-  in batch["lengths"] (byte 0 is padding: the text model leaves it out).
+- txt: UTF-8 text as its token ids (text.py: the recipe's tokenizer; by default its UTF-8 bytes,
+  uint8 [length], whole up to TEXT_MAX_BYTES). A batch of texts is zero-padded to its longest,
+  with each text's length in batch["lengths"] (id 0 is padding: the text model leaves it out).
 
 Every other sample of a batch must decode to the same shape, so that the batch stacks. The
-image transforms (augmentation) are in transforms.py; another modality's decoding (a
-tokenizer, audio) goes in `decode`. An extension without a decoder, or a payload that does
+image transforms (augmentation) are in transforms.py, the tokenizers in text.py; another
+modality's decoding (audio) goes in `decode`. An extension without a decoder, or a payload that does
 not decode, is a DataError naming the sample.
 
-`decode_batch(records, num_classes, image_size=..., augment=Augment(seed, epoch))` is what a
+`decode_batch(records, num_classes, image_size=..., augment=Augment(seed, epoch), tokenizer=...)` is what a
 training batch is made with in the DataLoader workers: each image's draws come from
 streams.sample_generator(seed, epoch, its key), so a sample is augmented alike whichever
 rank or worker decodes it, and after a resume. Without `augment` (the held-out set,
@@ -55,9 +55,10 @@ from ..transforms import (
     mask_transform,
 )
 from .streams import sample_generator
+from .text import BYTES, MAX_TOKENS, Tokenizer
 
 IMAGE_SIZE = 32  # the default side of a decoded image (train.py --image-size)
-TEXT_MAX_BYTES = 4096  # bytes of a text kept: longer texts are cut (a cap on a batch's memory)
+TEXT_MAX_BYTES = MAX_TOKENS  # bytes (ids) of a text kept: longer texts are cut (a cap on a batch's memory)
 IMAGE_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "webp", "bmp", "gif"})
 BACKGROUND = (255, 255, 255)  # what transparent pixels show: white, as a browser shows them
 # Reduced-scale JPEG decoding keeps at least DRAFT_FACTOR x image_size pixels a side, so the
@@ -202,13 +203,13 @@ def decode_array(payload: bytes) -> torch.Tensor:
     return torch.from_numpy(np.asarray(array, dtype=np.float32))
 
 
-def decode_text(payload: bytes) -> torch.Tensor:
-    payload.decode("utf-8")  # refuse bytes that are not UTF-8 text
-    return torch.from_numpy(np.frombuffer(payload[:TEXT_MAX_BYTES], dtype=np.uint8).copy())
+def decode_text(payload: bytes, tokenizer: Tokenizer = BYTES) -> torch.Tensor:
+    return tokenizer.encode(payload)
 
 
 def padded_texts(tensors: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Texts of any length -> (uint8 [B, longest] zero-padded, int64 [B] lengths); stacked by
+    """Texts of any length -> (their ids [B, longest] zero-padded, in the tokenizer's dtype, and int64 [B]
+    lengths); stacked by
     default_collate, which in a worker puts the batch straight into shared memory."""
     lengths = torch.tensor([len(t) for t in tensors], dtype=torch.int64)
     longest = max(int(lengths.max()), 1)
@@ -237,12 +238,15 @@ def decode(
     image_size: int = IMAGE_SIZE,
     generator: torch.Generator | None = None,
     reduced_scale: bool = True,
+    tokenizer: Tokenizer = BYTES,
 ) -> torch.Tensor:
     """One sample's tensor; raises ValueError/OSError for a payload that does not decode. Images
     are `image_size` a side, augmented (transforms.train_transform) when given a generator;
-    vectors and texts are never augmented."""
+    vectors and texts are never augmented; texts are `tokenizer`'s ids (text.py)."""
     if extension in IMAGE_EXTENSIONS:
         return decode_image(payload, image_size, generator, reduced_scale)
+    if extension == "txt":
+        return decode_text(payload, tokenizer)
     return DECODERS[extension](payload)
 
 
@@ -254,11 +258,17 @@ MakeBatch = Callable[[Sequence[Record], int], dict]  # (records, num_classes) ->
 
 
 def decode_field(
-    kind: str, data: bytes, image_size: int, geometry: Geometry | None, image_shape: tuple[float, float] | None = None
+    kind: str,
+    data: bytes,
+    image_size: int,
+    geometry: Geometry | None,
+    image_shape: tuple[float, float] | None = None,
+    tokenizer: Tokenizer = BYTES,
 ) -> Any:
     """One field of a sample, decoded by its kind (data/sample.py KINDS); spatial fields follow the
     payload image's `geometry` (its crop box and flip), or, given only the image's (width, height)
-    `image_shape`, its eval transform's centre square; with neither (the payload is no image), their own."""
+    `image_shape`, its eval transform's centre square; with neither (the payload is no image), their own.
+    Texts are `tokenizer`'s ids (text.py)."""
     if geometry is None and image_shape is not None:
         geometry = centre_geometry(*image_shape)
     if kind == "mask":
@@ -268,7 +278,7 @@ def decode_field(
             image = to_rgb(image)
             return as_tensor(apply_geometry(image, geometry or centre_geometry(*image.size), image_size))
     if kind == "text":
-        return decode_text(data)
+        return decode_text(data, tokenizer)
     if kind == "json":
         return json.loads(data.decode("utf-8"))
     if kind == "number":
@@ -299,11 +309,12 @@ def decode_batch(
     image_size: int = IMAGE_SIZE,
     augment: Augment | None = None,
     reduced_scale: bool = True,
+    tokenizer: Tokenizer = BYTES,
 ) -> dict:
     """Stored records -> {"key": [...], "x": Tensor [B, ...], "y": Tensor [B]} and an entry per other
     field (`collated`), in the workers; with `augment`, each image through the train transform with its
-    own keyed generator, its masks through the same draws. A data set without classes
-    (num_classes 0) has no "y"."""
+    own keyed generator, its masks through the same draws; texts as `tokenizer`'s ids (the recipe's:
+    text.py). A data set without classes (num_classes 0) has no "y"."""
     tensors: list[torch.Tensor] = []
     values: dict[str, list] = {}
     for record in records:
@@ -325,7 +336,7 @@ def decode_batch(
             if record.extension in IMAGE_EXTENSIONS:
                 x, geometry, _ = decode_image_drawn(record.payload, image_size, generator, reduced_scale)
             else:
-                x = decode(record.payload, record.extension, image_size, generator, reduced_scale)
+                x = decode(record.payload, record.extension, image_size, generator, reduced_scale, tokenizer)
             tensors.append(x)
         except DECODE_ERRORS as err:
             raise SampleError(
@@ -336,7 +347,7 @@ def decode_batch(
             ) from None
         for name, kind, data in record.fields:
             try:
-                values.setdefault(name, []).append(decode_field(kind, data, image_size, geometry))
+                values.setdefault(name, []).append(decode_field(kind, data, image_size, geometry, tokenizer=tokenizer))
             except DECODE_ERRORS as err:
                 raise SampleError(
                     record.key,
