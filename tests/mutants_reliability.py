@@ -185,4 +185,23 @@ MUTANTS = [
         **LAUNCH_ONLY,
         only_test=CHECKPOINTS,
     ),
+    # Issue 42: what a node says while it waits for the others, and while it trains.
+    Mutant(
+        "wait-line-names-no-node",
+        "a node that waits for the others says how many are missing but not which NODE_RANK",
+        function="waiting_line",
+        edits=(("    which = f\" (NODE_RANK {', '.join(map(str, missing))} missing)\"\n", '    which = ""\n'),),
+        **LAUNCH_ONLY,
+        # the process test (test_multinode's never-arrives run) sees it too
+        only_test="tests/test_arrivals.py",
+    ),
+    Mutant(
+        "other-nodes-print-no-epoch-line",
+        "on several nodes only rank 0 prints the epoch line: node 1's log shows nothing during a whole run",
+        function="epoch_voice",
+        edits=(('    if int(os.environ.get("GROUP_WORLD_SIZE", "1")) == 1:\n', "    if True:\n"),),
+        **LAUNCH_ONLY,
+        # the process tests (the SLURM job's and the killed rank's runs) see it too
+        only_test="tests/test_multinode.py::test_on_several_nodes_the_first_rank_of_every_node_prints_the_epoch_line_after_its_node_rank",
+    ),
 ]

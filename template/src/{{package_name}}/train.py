@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from .data.loader import RankLoader, check_data, rank_loaders
 from .data.reading import Reading
 from .harness.checkpoint import Position, restore, to_resume, write_checkpoint
-from .harness.ddp import broadcast_buffers, check_layout, check_replicas_agree, init_distributed
+from .harness.ddp import broadcast_buffers, check_layout, check_replicas_agree, epoch_voice, init_distributed
 from .harness.errors import LOST_PEER_EXIT, lost_a_peer, report, reported_as_one_line
 from .harness.launcher_watch import end_with_launcher
 from .harness.ledger import LedgerWriter
@@ -150,9 +150,10 @@ def held_out(line: dict, recipe: Recipe, model, heldout, folder: RunFolder, devi
     """The held-out figure (recipe.score) into the epoch's line, after its checkpoint: a pass that fails (an
     endpoint lost) leaves the epoch saved and logged, its figure null (evaluate.py scores it), and a resume goes on."""
     figure = recipe.score(model.module, heldout, device) if heldout else float("nan")
-    if dist.get_rank() == 0:
-        print(f"epoch {line['epoch']}: loss {line['loss']:.4f}  train acc {line['train_accuracy']:.3f}  heldout "
+    if (voice := epoch_voice()) is not None:  # every node's log shows its progress
+        print(f"{voice}epoch {line['epoch']}: loss {line['loss']:.4f}  train acc {line['train_accuracy']:.3f}  heldout "
               f"{METRIC} {figure:.3f}  lr {line['lr']:.3g}  {line['samples_per_s']:,.0f} samples/s", flush=True)  # fmt: skip
+    if dist.get_rank() == 0:
         folder.complete(line["epoch"], **{f"heldout_{METRIC}": figure if heldout else None})
 
 

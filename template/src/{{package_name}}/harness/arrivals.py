@@ -29,6 +29,7 @@ class Arrivals:
     def __init__(self, host: str, port: int, nnodes: int, node_rank: int) -> None:
         self.host, self.port, self.nnodes, self.node_rank = host.strip("[]"), port, nnodes, node_rank
         self.seen: list[int] = []  # the NODE_RANKs there at the last poll that reached the store
+        self.reached = False  # whether the last poll reached node 0's store (waiting.py says so)
         self.stopped = threading.Event()
         self.polled = threading.Event()  # the first poll ended, whether it reached the store or not
         self.thread = threading.Thread(target=self.watch, name="arrivals", daemon=True)
@@ -67,8 +68,9 @@ class Arrivals:
                         self.host, self.port, is_master=False, timeout=timedelta(seconds=BEAT_S), use_libuv=True
                     )
                 self.seen = self.poll(store)
+                self.reached = True
             except (RuntimeError, ValueError, OSError):  # torch's DistStoreError is a RuntimeError
-                store = None
+                store, self.reached = None, False
             self.polled.set()
             self.stopped.wait(BEAT_S)
 

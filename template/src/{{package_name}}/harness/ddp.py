@@ -27,6 +27,17 @@ def init_distributed() -> tuple[int, int, torch.device]:
     return dist.get_rank(), dist.get_world_size(), device
 
 
+def epoch_voice() -> str | None:
+    """How this rank's epoch line begins, None where it prints none. One node: rank 0 prints it. Several:
+    the first rank of every node, after `node N: ` (N its NODE_RANK), so that each node's log (its SLURM
+    output) shows the run going on; rank 0, which torchrun may put on any node, is not always node 0's."""
+    if int(os.environ.get("GROUP_WORLD_SIZE", "1")) == 1:
+        return "" if dist.get_rank() == 0 else None
+    if os.environ.get("LOCAL_RANK") != "0":
+        return None
+    return f"node {os.environ.get(NODE_RANK_VARIABLE, '0')}: "
+
+
 def check_layout() -> None:
     """Every node was started with its own NODE_RANK and the same NPROC; DataError on every rank.
 

@@ -42,6 +42,8 @@ What changes is what the user reads:
   the ranks' error lines, torchrun's logs, and a link to the ranks' own TMPDIR beside it) is
   removed once every process the ranks started is gone, and the next start removes those of
   launchers that died (kill -9).
+- On several nodes, a node that waits for the others (at the start, at every restart) says what
+  it waits for and since when, every 30 s (waiting.py), instead of waiting in silence.
 - A TMPDIR too long for the DataLoader workers' sockets is refused in one line before anything starts.
 - Without CUDA, each rank is forked from this launcher, which has imported torch and the project
   already, instead of a new interpreter that imports them again (seconds of CPU a rank, at every
@@ -67,6 +69,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 from collections.abc import Callable
@@ -75,6 +78,7 @@ from pathlib import Path
 
 from .arrivals import Arrivals
 from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT, PACKAGE, DataError, Stopped, stop_with_one_line
+from .waiting import WaitReport
 
 # A new interpreter's handlers of the signals that this launcher (and torchrun in it) handles itself,
 # taken before either installs its own: a rank forked from it starts with these (fork_ranks).
@@ -404,6 +408,7 @@ def torchrun_as_documented(missing: list[str]) -> str:
 
 
 RANK_GROUPS: set[int] = set()  # the process groups of every rank this launcher started
+RANKS_RUNNING = threading.Event()  # this node's ranks run: from their start to the next restart (waiting.py)
 
 
 def report_restarts(error_file: Path, nnodes: int) -> None:
@@ -423,6 +428,7 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
         def _start_workers(self, worker_group):
             pids = super()._start_workers(worker_group)
             RANK_GROUPS.update(pids.values())  # each rank leads its process group
+            RANKS_RUNNING.set()
             return pids
 
         def _monitor_workers(self, worker_group):
@@ -440,6 +446,7 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
 
         def _restart_workers(self, worker_group) -> None:
             print(restart_line(self.failures, self._remaining_restarts, nnodes), file=sys.stderr, flush=True)
+            RANKS_RUNNING.clear()  # a new rendezvous round comes first
             self.failures = None
             error_file.write_text("")  # the next round's lines only
             super()._restart_workers(worker_group)
@@ -808,10 +815,13 @@ def launch(
         report_restarts(error_file, layout.nnodes)
         if not cuda_available():
             fork_ranks(module, locks)
-    # Several nodes: each says it is there, by NODE_RANK, in the rendezvous's store (arrivals.py).
+    # Several nodes: each says it is there, by NODE_RANK, in the rendezvous's store (arrivals.py), and
+    # what it waits for while it waits (waiting.py).
     arrivals = Arrivals(layout.master_addr, layout.master_port, layout.nnodes, layout.node_rank)
+    report = WaitReport(arrivals, layout.rdzv_timeout, running=RANKS_RUNNING.is_set)
+    several = layout.nnodes > 1
     try:
-        with arrivals if layout.nnodes > 1 else contextlib.nullcontext():
+        with arrivals if several else contextlib.nullcontext(), report if several else contextlib.nullcontext():
             run(parse_args(torchrun_arguments(layout, module, training_options, log_dir=scratch / "torchrun")))
         return 0
     except ChildFailedError as failed:
