@@ -103,4 +103,37 @@ MUTANTS += [
         **WEBDATASET,
         only_test=f"{CACHE_TEST}::test_a_corrupt_entry_is_dropped_and_fetched_again_never_used",
     ),
+    Mutant(
+        "full-cache-disk-fatal",
+        "a write the disk under --cache-dir refuses (full, a quota) ends the run with a traceback in the DataLoader "
+        "workers, and restarts that meet it again, where a full cache only stops caching",
+        function="ShardCache.store",
+        edits=(("        except OSError as err:\n", "        except ZeroDivisionError as err:\n"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_disk_that_fills_stops_the_keeping_not_the_reading",
+    ),
+    Mutant(
+        "full-cache-leaves-partials",
+        "a refused write leaves its temporary file behind, filling the disk further",
+        function="ShardCache.store",
+        edits=(("                partial.unlink(missing_ok=True)\n", "                pass\n"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_disk_that_fills_stops_the_keeping_not_the_reading",
+    ),
+    Mutant(
+        "full-cache-said-by-every-process",
+        "every process of the node that meets the full disk prints the warning, not the first of the run alone",
+        function="ShardCache.stop_keeping",
+        edits=(("            return  # another process of this run said so\n", "            pass\n"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_disk_that_fills_stops_the_keeping_not_the_reading",
+    ),
+    Mutant(
+        "cache-usage-garbled-fatal",
+        "a usage file that holds no number ends the run with a ValueError instead of being counted again",
+        function="ShardCache.reserve",
+        edits=(("int(text) if text.isdigit() else self.counted() if text else 0", "int(text or 0)"),),
+        **WEBDATASET,
+        only_test=f"{CACHE_TEST}::test_a_disk_that_fills_stops_the_keeping_not_the_reading",
+    ),
 ]
