@@ -41,6 +41,22 @@ MUTANTS = [
         only_test="tests/test_prep_verification.py",
     ),
     Mutant(
+        "prep-stops-at-first-bad-sample",
+        "prep refuses the data set at the first sample that does not decode: three broken files take three runs",
+        function="Verifier.collect",
+        edits=(
+            (
+                "        self.bad += len(failures)\n",
+                "        self.bad += len(failures)\n"
+                "        if failures:\n"
+                "            raise Undecodable(self.where, failures[:1], 1)\n",
+            ),
+        ),
+        backends=("arrow",),  # prep is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_prep_verification.py",
+    ),
+    Mutant(
         "heldout-classes-counted",
         "the held-out set's class list is compared by its length alone: one with two classes swapped"
         " is scored with the wrong names, its accuracy a number without meaning",
