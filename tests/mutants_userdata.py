@@ -1,7 +1,7 @@
 """Mutants of issue 18 (data as users hold it): decoding images as they are meant to be seen,
 and prep's check of every file; a held-out set prepared apart, checked against the training set's classes;
 and of issue 38 (sources map to fields): masks, float targets and files grouped into samples, and shards
-of a held-out folder kept out of the training set."""
+of a held-out folder kept out of the training set; and of issue 42 (prep's errors and options as typed)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,15 @@ MUTANTS = [
         backends=("arrow",),  # prep is the same for every backend and sampler
         samplers=("global",),
         only_test="tests/test_prep_verification.py",
+    ),
+    Mutant(
+        "size-unit-ignored",
+        "a byte-count option reads 64K as 64 bytes: --shard-bytes 64K cuts a shard per sample",
+        function="parse_size",
+        edits=(("    return int(float(number) * unit)", "    return int(float(number))"),),
+        backends=("webdataset",),  # the byte-count options are the webdataset backend's
+        samplers=("shard_buffer",),
+        only_test="tests/test_sizes.py",
     ),
     Mutant(
         "heldout-classes-counted",
