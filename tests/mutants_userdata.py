@@ -66,6 +66,16 @@ MUTANTS = [
         only_test="tests/test_sizes.py",
     ),
     Mutant(
+        "hint-out-names-the-input",
+        "the not-prepared hint's prep command writes into what --data named: `prep table train.parquet --out "
+        "train.parquet`, refused (or a folder that exists) when typed as it is",
+        function="then_train",
+        edits=(("    out = prepared(source)", "    out = source"),),
+        backends=("arrow",),  # manifest.py is the same for every backend
+        samplers=("global",),
+        only_test="tests/test_prep_verification.py",
+    ),
+    Mutant(
         "heldout-classes-counted",
         "the held-out set's class list is compared by its length alone: one with two classes swapped"
         " is scored with the wrong names, its accuracy a number without meaning",
