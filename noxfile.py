@@ -121,7 +121,8 @@ def quick(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Generate a project with the defaults and train it on the embedded synthetic data (2 CPU processes).
+    """Generate a project with the defaults and train it on the embedded synthetic data (2 CPU processes),
+    score it (evaluate), and end with the commands to use the project and to train on one's own data.
     `nox -s demo -- DIR` renders into DIR instead of demo-project/ in this checkout."""
     if len(session.posargs) > 1:
         session.error(f"error: nox -s demo takes one folder, not {len(session.posargs)} arguments: nox -s demo -- DIR")
@@ -149,10 +150,25 @@ def demo(session: nox.Session) -> None:
         "./train.sh", "--data", "data", "--epochs", "3", "--ledger", "ledger", external=True, env={"NPROC": "2"}
     )
     session.run("python", "-m", f"{package}.audit", "ledger", "ledger", "--data", "data", "--png", "shuffle_audit.png")
-    session.log(
-        f"the project: {project} (data/, ledger/, runs/, shuffle_audit.png); its tests: see 'Running the tests' in "
-        "its README.md (install the torch build for your machine first, then the project with its test extra)"
-    )
+    run = max((project / "runs").iterdir())  # the run folder this demo trained (named by its UTC time)
+    session.run("python", "-m", f"{package}.evaluate", "--run-dir", str(run.relative_to(project)))
+    for line in demo_closing(project, Path(session.virtualenv.location), package):
+        session.log(line)
+
+
+def demo_closing(project: Path, venv: Path, package: str) -> list[str]:
+    """What the demo says last: how to use the project it made, and the commands for one's own data."""
+    return [
+        f"the project: {project} (data/, ledger/, runs/, shuffle_audit.png), installed in {venv}",
+        f"use it there:  source {venv}/bin/activate && cd {project}",
+        "  or in your own environment: the torch build for your machine, then  "
+        f"pip install -e '{project}[audit]'  ('[audit,test]' for its tests: 'Running the tests' in its README.md)",
+        "train on your own data (docs/data.md), in the project's folder:",
+        f"  python -m {package}.prep folder RAW_DIR --out mydata    # RAW_DIR/<class>/<image>; or: prep table "
+        "FILE.parquet --out mydata, prep hf NAME --out mydata",
+        "  ./train.sh --data mydata",
+        f"  python -m {package}.evaluate --run-dir runs/<the run folder it wrote>",
+    ]
 
 
 @nox.session

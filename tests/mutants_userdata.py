@@ -1,7 +1,7 @@
 """Mutants of issue 18 (data as users hold it): decoding images as they are meant to be seen,
 and prep's check of every file; a held-out set prepared apart, checked against the training set's classes;
 and of issue 38 (sources map to fields): masks, float targets and files grouped into samples, and shards
-of a held-out folder kept out of the training set."""
+of a held-out folder kept out of the training set; and of issue 42 (prep's errors and options as typed)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,41 @@ MUTANTS = [
         function="check_chunk",
         edits=(("        for name, data in fields:", "        for name, data in ():"),),
         backends=("arrow",),  # prep is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_prep_verification.py",
+    ),
+    Mutant(
+        "prep-stops-at-first-bad-sample",
+        "prep refuses the data set at the first sample that does not decode: three broken files take three runs",
+        function="Verifier.collect",
+        edits=(
+            (
+                "        self.bad += len(failures)\n",
+                "        self.bad += len(failures)\n"
+                "        if failures:\n"
+                "            raise Undecodable(self.where, failures[:1], 1)\n",
+            ),
+        ),
+        backends=("arrow",),  # prep is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_prep_verification.py",
+    ),
+    Mutant(
+        "size-unit-ignored",
+        "a byte-count option reads 64K as 64 bytes: --shard-bytes 64K cuts a shard per sample",
+        function="parse_size",
+        edits=(("    return int(float(number) * unit)", "    return int(float(number))"),),
+        backends=("webdataset",),  # the byte-count options are the webdataset backend's
+        samplers=("shard_buffer",),
+        only_test="tests/test_sizes.py",
+    ),
+    Mutant(
+        "hint-out-names-the-input",
+        "the not-prepared hint's prep command writes into what --data named: `prep table train.parquet --out "
+        "train.parquet`, refused (or a folder that exists) when typed as it is",
+        function="then_train",
+        edits=(("    out = prepared(source)", "    out = source"),),
+        backends=("arrow",),  # manifest.py is the same for every backend
         samplers=("global",),
         only_test="tests/test_prep_verification.py",
     ),

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -251,7 +252,9 @@ def decode(
 
 
 def first_line(err: BaseException) -> str:
-    return str(err).splitlines()[0] if str(err) else type(err).__name__
+    """The error's first line, without the in-memory file Pillow names ("cannot identify image file <_io...>")."""
+    line = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return re.sub(r" <_io\.BytesIO object at 0x[0-9a-f]+>", "", line)
 
 
 MakeBatch = Callable[[Sequence[Record], int], dict]  # (records, num_classes) -> batch, run in the workers

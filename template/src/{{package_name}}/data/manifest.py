@@ -281,6 +281,11 @@ def write_manifest(root: Path, fields: dict[str, Any], shards: Iterable[dict[str
 def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
     """Read and sanity-check DIR/manifest.json; raise DataError with the fix on any problem."""
     path = Path(root) / MANIFEST
+    if Path(root).is_file():
+        raise DataError(
+            f"{root} is a file, not a prepared data set (a folder with {MANIFEST}): prepare it first: "
+            f"{prep_hint(Path(root), expected_format)}"
+        )
     if not path.is_file():
         raise DataError(f"{path} not found: prepare the data first: {prep_hint(Path(root), expected_format)}")
     try:
@@ -290,25 +295,66 @@ def read_manifest(root: str | Path, expected_format: str) -> dict[str, Any]:
     return checked_manifest(manifest, path, expected_format)
 
 
+TABLE_SUFFIXES = (".parquet", ".arrow", ".jsonl", ".json", ".csv")  # what `prep table` reads (sources/tables.py)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
+
+
 def prep_hint(root: Path, expected_format: str) -> str:
-    """The prep command for what `root` holds (its first thousand entries tell), or for each kind."""
+    """The commands that prepare what `--data root` names, as the user typed it, and then train on it:
+    for a file or a folder, those for what it holds (a folder's first thousand entries tell), else for
+    each kind. Each prep command writes a folder that does not exist yet, which the train command names."""
     prep = f"python -m {PACKAGE}.prep"
     entries = list(itertools.islice(root.iterdir(), 1000)) if root.is_dir() else []
-    suffixes = {p.suffix for p in entries}
-    if ".tar" in suffixes:
-        if expected_format == "webdataset":
-            return f"it holds .tar shards: index them where they are with `{prep} webdataset {root}`"
-        return f"it holds .tar shards: convert them with `{prep} webdataset {root} --out {root}-prepared`"
-    if {"dataset_info.json", "dataset_dict.json", "state.json"} & {p.name for p in entries} or ".arrow" in suffixes:
-        return f"it holds a Hugging Face data set: `{prep} hf {root} --out {root}-prepared`"
-    if ".parquet" in suffixes:
-        return f"it holds parquet files: `{prep} hf {root} --out {root}-prepared` (or `{prep} table FILE`)"
-    if any(p.is_dir() and not p.name.startswith(".") for p in entries):
-        return f"if it holds one sub-folder per class: `{prep} folder {root} --out {root}-prepared`"
+    suffixes = {p.suffix.lower() for p in entries}
+    if root.is_file():
+        folder = root.parent if root.parent.name else Path.cwd()  # the folder it is in, named
+        if root.suffix.lower() in TABLE_SUFFIXES:
+            return then_train(f"{prep} table {root}", root)
+        if root.suffix.lower() == ".tar":  # one shard: prep takes the folder of shards
+            return f"it is a .tar shard: {shards_hint(prep, folder, expected_format)}"
+        if root.suffix.lower() in IMAGE_SUFFIXES:  # one image: prep takes their folder (of class folders)
+            classes = folder.parent if folder.parent.name else Path.cwd()
+            return then_train(f"{prep} folder {classes}", classes) + f" ({classes}/<class>/<image>)"
+    elif ".tar" in suffixes:
+        return f"it holds .tar shards: {shards_hint(prep, root, expected_format)}"
+    elif {"dataset_info.json", "dataset_dict.json", "state.json"} & {p.name for p in entries} or ".arrow" in suffixes:
+        return "it holds a Hugging Face data set: " + then_train(f"{prep} hf {root}", root)
+    elif ".parquet" in suffixes:
+        table = min(p for p in entries if p.suffix.lower() == ".parquet")
+        return f"it holds parquet files: {then_train(f'{prep} hf {root}', root)} (or `{prep} table {table} --out ...`)"
+    elif any(p.is_dir() and not p.name.startswith(".") for p in entries):
+        return "if it holds one sub-folder per class: " + then_train(f"{prep} folder {root}", root)
+    elif suffixes & set(IMAGE_SUFFIXES):
+        return "it holds images (without classes: use one sub-folder per class for them): " + then_train(
+            f"{prep} folder {root}", root
+        )
+    out = prepared(root) if root.exists() else root  # prep writes a new folder: --data names it as it is
     return (
-        f"`{prep} folder RAW_DIR --out {root}` (one sub-folder per class), `{prep} table FILE --out {root}`, "
-        f"`{prep} hf SOURCE --out {root}` (a Hugging Face data set) or `{prep} synthetic --out {root}`"
+        f"`{prep} folder RAW_DIR --out {out}` (one sub-folder per class), `{prep} table FILE --out {out}`, "
+        f"`{prep} hf SOURCE --out {out}` (a Hugging Face data set) or `{prep} synthetic --out {out}`, "
+        f"then `./train.sh --data {out}`"
     )
+
+
+def prepared(source: Path) -> Path:
+    """Where a hint has prep write the data set prepared from `source` (a file or a folder): beside it, a
+    new name (train.parquet -> train-prepared)."""
+    if not source.name:  # "."
+        return Path(f"{Path.cwd()}-prepared")
+    return source.with_name((source.stem if source.is_file() else source.name) + "-prepared")
+
+
+def then_train(command: str, source: Path) -> str:
+    """`command` (a prep command without --out) writing beside `source`, then the training command on it."""
+    out = prepared(source)
+    return f"`{command} --out {out}`, then `./train.sh --data {out}`"
+
+
+def shards_hint(prep: str, folder: Path, expected_format: str) -> str:
+    """The commands for the folder of .tar shards `folder`: indexed where they are (webdataset), or converted."""
+    if expected_format == "webdataset":  # this backend reads the shards where they are
+        return f"index them where they are with `{prep} webdataset {folder}`, then `./train.sh --data {folder}`"
+    return "convert them with " + then_train(f"{prep} webdataset {folder}", folder)
 
 
 def checked_manifest(manifest: Any, where: str | Path, expected_format: str) -> dict[str, Any]:

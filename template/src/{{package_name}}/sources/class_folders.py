@@ -82,25 +82,27 @@ def check_image_header(path: Path, payload: bytes) -> None:
         raise DataError(f"{path} is not a readable image ({err}): fix or remove it, then prep again") from None
 
 
-def read_file(path: Path) -> bytes:
+def read_file(path: Path, check_headers: bool) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as err:
         raise DataError(f"cannot read {path} ({err.strerror}): fix its permissions or remove it") from None
     if not data:
         raise DataError(f"{path} is empty: remove it, or replace it with the real sample")
-    if extension_of(path) in IMAGE_EXTENSIONS:
+    if check_headers and extension_of(path) in IMAGE_EXTENSIONS:
         check_image_header(path, data)
     return data
 
 
-def folder(root: Path, keep_empty_classes: bool = False) -> Source:
+def folder(root: Path, keep_empty_classes: bool = False, check_headers: bool = True) -> Source:
     """One sub-folder per class (or the folder's own files, without classes), one sample per file or
     group of files (samples_of); classes and samples in sorted order.
 
     One pass lists and counts the samples class by class and checks that they have the same
     fields; reading holds one class's file names at a time, never the data set. A class folder
     without files is refused (a class that can never be learned or scored), unless `keep_empty_classes`.
+    With `check_headers` an image file whose header does not read is refused as it is read; prep turns
+    it off where its check decodes every file (verify.py), which names every such file in one error.
     """
     if not root.is_dir():
         raise DataError(f"{root} is not a folder: pass a folder with one sub-folder per class")
@@ -151,11 +153,11 @@ def folder(root: Path, keep_empty_classes: bool = False) -> Source:
                 if selected is None or selected[position]:
                     (_, path), others = group[0], group[1:]
                     yield Sample(
-                        read_file(path),
+                        read_file(path, check_headers),
                         extension_of(path),
                         label if classes else NO_LABEL,
                         path.relative_to(root).as_posix(),
-                        tuple((field, read_file(file)) for field, file in others),
+                        tuple((field, read_file(file, check_headers)) for field, file in others),
                     )
                 position += 1
         if position != sum(counts):

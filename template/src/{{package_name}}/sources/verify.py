@@ -12,9 +12,10 @@ small region's id is not lost to the resize): a mask field whose source names no
 "0" .. its largest id (MASK_IGNORE, 255, left out) as its classes in manifest.json, and one whose
 source names them is refused when a mask holds an id beyond them (`mask_classes`).
 
-Samples go to the processes in chunks, with a bounded number of chunks in flight, so memory
-stays flat however large the data set; the chunks are checked in storage order, so the first
-bad sample is the one reported.
+Every sample that does not decode is reported, in one error at the end (the first NAMED of them by
+name, then how many more), so that one prep finds every broken file. Samples go to the processes in
+chunks, with a bounded number of chunks in flight, so memory stays flat however large the data set;
+the chunks are checked in storage order, so the bad samples are named in that order.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ..harness.errors import DataError
 
 CHUNK = 64  # samples per task: large enough that pickling, not process hand-offs, dominates
 IN_FLIGHT = 2  # chunks queued per process: each process has the next one ready
+NAMED = 20  # bad samples an error names; the rest it counts
 
 
 def default_processes() -> int:
@@ -56,10 +58,14 @@ Item = tuple[str, bytes, str, tuple[tuple[str, bytes], ...]]  # (source, payload
 Ids = dict[str, set[int]]  # mask field -> the class ids its masks hold
 
 
-def check_chunk(items: list[Item], kinds: dict[str, str]) -> tuple[Shapes, tuple[str, str] | None, Ids]:
+Failure = tuple[str, str, str, str]  # (source, the field or "" for the payload, decoded as what, why not)
+
+
+def check_chunk(items: list[Item], kinds: dict[str, str]) -> tuple[Shapes, list[Failure], Ids]:
     """In a process: decode each (source, payload, extension, fields), every field by its kind in
-    `kinds`; the shapes seen, the first failure, and the ids each mask field holds."""
+    `kinds`; the shapes seen, every sample that does not decode, and the ids each mask field holds."""
     shapes: Shapes = {}
+    failures: list[Failure] = []
     ids: Ids = {name: set() for name, kind in kinds.items() if kind == "mask"}
     for source, payload, extension, fields in items:
         try:
@@ -68,7 +74,8 @@ def check_chunk(items: list[Item], kinds: dict[str, str]) -> tuple[Shapes, tuple
             else:
                 x, image_shape = decode(payload, extension), None
         except DECODE_ERRORS as err:
-            return shapes, (source, f"does not decode as .{extension} ({first_line(err)})"), ids
+            failures.append((source, "", f".{extension}", first_line(err)))
+            continue
         shape = ("length",) if extension == "txt" else tuple(x.shape)  # texts are padded to one batch
         shapes.setdefault(("the payload", str(x.dtype).removeprefix("torch."), shape), source)
         for name, data in fields:
@@ -81,17 +88,41 @@ def check_chunk(items: list[Item], kinds: dict[str, str]) -> tuple[Shapes, tuple
                 else:
                     value = decode_field(kind, data, IMAGE_SIZE, None, image_shape)
             except DECODE_ERRORS as err:
-                return shapes, (source, f"has a field {name!r} that does not decode as {kind} ({first_line(err)})"), ids
+                failures.append((source, name, kind, first_line(err)))
+                break
             if isinstance(value, torch.Tensor) and kind != "text":  # texts are padded to one batch
                 # a mask's ids are uint8 or int32 as its PNG is 8-bit or 16-bit: either is a mask of ids
                 dtype = "class ids" if kind == "mask" else str(value.dtype).removeprefix("torch.")
                 shapes.setdefault((f"field {name!r}", dtype, tuple(value.shape)), source)
-    return shapes, None, ids
+    return shapes, failures, ids
+
+
+class Undecodable(DataError):
+    """The samples of a data set that do not decode: the first NAMED (source, what and why), and a count."""
+
+    def __init__(self, where: str, failures: list[Failure], count: int) -> None:
+        self.where, self.failures, self.count = where, failures, count
+        if count == 1:
+            (source, field, kind, why), *_ = failures
+            what = f"has a field {field!r} that does not decode" if field else "does not decode"
+            message = f"{source} {what} as {kind} ({why}): fix or remove it at the source"
+        else:
+            named = ", ".join(
+                f"{source} ({f'field {field!r}: ' if field else ''}{why})" for source, field, _, why in failures
+            )
+            more = f" and {count - len(failures)} more" if count > len(failures) else ""
+            message = f"{count} samples do not decode: {named}{more}: fix or remove them at the source"
+        super().__init__(f"{where}: {message}, then prep again (--no-verify skips this check)")
+
+    def joined(self, other: Undecodable) -> Undecodable:
+        """Both sets' bad samples in one error (the training set's and the held-out set's)."""
+        return Undecodable(self.where, (self.failures + other.failures)[:NAMED], self.count + other.count)
 
 
 class Verifier:
-    """`add` every sample as it is written, then `finish`; DataError naming the first bad one.
-    `kinds`: {name: kind} of the samples' other fields (data/manifest.py field_kinds)."""
+    """`add` every sample as it is written, then `finish`: Undecodable naming every sample that does not
+    decode, or at once a DataError naming two that decode to different shapes. `kinds`: {name: kind} of
+    the samples' other fields (data/manifest.py field_kinds)."""
 
     def __init__(self, where: str, processes: int, kinds: dict[str, str] | None = None) -> None:
         self.where, self.processes, self.kinds = where, processes, kinds or {}
@@ -101,6 +132,8 @@ class Verifier:
         self.chunk: list[Item] = []
         self.shapes: Shapes = {}
         self.ids: Ids = {name: set() for name, kind in self.kinds.items() if kind == "mask"}
+        self.failures: list[Failure] = []  # the first NAMED bad samples, in storage order
+        self.bad = 0  # and how many there are
 
     def __enter__(self) -> Verifier:
         return self
@@ -124,9 +157,13 @@ class Verifier:
         self.submit()
         while self.pending:
             self.collect(self.pending.popleft())
+        if self.bad:
+            raise Undecodable(self.where, self.failures, self.bad)
 
     def collect(self, future: Future) -> None:
-        shapes, failure, ids = future.result()
+        shapes, failures, ids = future.result()
+        self.bad += len(failures)
+        self.failures += failures[: NAMED - len(self.failures)]
         for name, seen in ids.items():
             self.ids[name] |= seen
         for kind, source in shapes.items():
@@ -140,12 +177,6 @@ class Verifier:
                     f"{describe(first_kind)}, and one batch cannot hold both: remove the odd files, or make decode.py "
                     "return one shape"
                 )
-        if failure is not None:
-            source, problem = failure
-            raise DataError(
-                f"{self.where}: {source} {problem}: fix or remove it at the source, then prep again "
-                "(--no-verify skips this check)"
-            )
 
     def mask_classes(self, fields: list[dict]) -> list[dict]:
         """manifest.json's "fields" with each mask field's classes: those the source named (DataError when a
