@@ -169,8 +169,8 @@ MUTANTS = [
         function="prep.folder",
         edits=(
             (
-                'images = with_mask_classes(images, columns.split_names(mask_classes, "--mask-classes"), str(src))',
-                "pass",
+                "images = with_mask_classes(class_folders.folder(src, keep_empty_classes), names, str(src))",
+                "images = class_folders.folder(src, keep_empty_classes)",
             ),
         ),
         **SEGMENTATION,
@@ -195,10 +195,8 @@ MUTANTS = [
         function="prep.webdataset",
         edits=(
             (
-                "heldout = with_mask_classes(\n"
-                "                wds_shards.webdataset(held, label_member, label_field, fields), names, str(held)\n"
-                "            )",
-                "heldout = wds_shards.webdataset(held, label_member, label_field, fields)",
+                "kept = with_mask_classes(wds_shards.webdataset(held, label_member, label_field, fields), names, str(held))",
+                "kept = wds_shards.webdataset(held, label_member, label_field, fields)",
             ),
         ),
         **SEGMENTATION,

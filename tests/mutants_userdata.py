@@ -127,7 +127,8 @@ MUTANTS = [
         "the shards of SRC/heldout are read into the training index with the others (rglob): the held-out"
         " pairs are trained on and recall@1 measures memory",
         function="shard_paths",
-        edits=((" and p.relative_to(src).parts[0] != HELDOUT", ""),),
+        # Both guards: a shard under SRC/heldout is also one of the files linked there (file_id).
+        edits=((" and p.relative_to(src).parts[0] != HELDOUT", ""), ("and file_id(p) not in held", "and True")),
         **one_render("webdataset"),  # wds_shards.py is the same for every sampler
         only_test="tests/test_wds_fields.py",
     ),

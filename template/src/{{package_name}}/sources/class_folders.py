@@ -9,6 +9,10 @@ payload is the sample's image that is not a mask (source.is_mask_name: `mask`, `
 `annotation` in the field's name), else its .npy, else its .txt; the other fields' kinds come from
 their extension: an image (a mask by its name), .txt text, .json json, .npy array, else bytes.
 Every sample of a data set of such groups has the same fields (its payload image in any format).
+
+A folder whose sub-folders are `train/` and `val/` (or `validation/`, `test/`), each a tree as above
+(torchvision's ImageFolder layout of a split data set), is two data sets: `split_trees` finds them,
+and prep takes the val tree as the held-out set (val, else validation, else test; the others not read).
 """
 
 from __future__ import annotations
@@ -80,6 +84,21 @@ def check_image_header(path: Path, payload: bytes) -> None:
             pass
     except (UnidentifiedImageError, OSError) as err:
         raise DataError(f"{path} is not a readable image ({err}): fix or remove it, then prep again") from None
+
+
+TRAINING_TREE = "train"
+HELDOUT_TREES = ("val", "validation", "test")  # the held-out tree beside train/, the first present
+
+
+def split_trees(root: Path) -> tuple[Path, Path] | None:
+    """(train tree, held-out tree) where `root`'s sub-folders are train/ and val/ (validation/, test/)
+    and nothing else; None for a folder of class sub-folders."""
+    if not root.is_dir():
+        return None
+    names = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    if TRAINING_TREE not in names or not names & set(HELDOUT_TREES) or names - {TRAINING_TREE, *HELDOUT_TREES}:
+        return None
+    return root / TRAINING_TREE, root / next(name for name in HELDOUT_TREES if name in names)
 
 
 def read_file(path: Path, check_headers: bool) -> bytes:

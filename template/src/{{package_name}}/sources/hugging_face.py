@@ -7,6 +7,8 @@ the class, numbers a number, a `Sequence` or `Array2D` of numbers an array. File
 record batch at a time, memory-mapped where they are Arrow, and a sample's image is taken out
 of its batch one at a time, so prep's memory stays flat in the data set's size. A sample's
 source is `<split>[<index>]`, its index in the split as `datasets` counts it (`dataset[index]`).
+A second split of the same data set (`--heldout-split test`) is read the same way, as the held-out
+set: it must be a split the data set names (a DatasetDict's, or files named for it in the Hub's layout).
 """
 
 from __future__ import annotations
@@ -83,9 +85,10 @@ def schema_features(schema: Any) -> dict[str, Any]:
 # --- where the files are --------------------------------------------------------------
 
 
-def split_files(root: Path, split: str) -> list[Path]:
+def split_files(root: Path, split: str, flag: str = "--split") -> list[Path]:
     """The Hub's layouts: data/<split>-00000-of-00002.parquet, <split>/....arrow, <split>.parquet;
-    a folder whose files name no split at all is one split."""
+    a folder whose files name no split at all is one split, but never a held-out one (`flag`
+    --heldout-split): DataError naming the splits its files name."""
     files = sorted(p for p in root.rglob("*") if p.is_file() and is_table_file(p) and not p.name.startswith("."))
     named = [
         p
@@ -95,30 +98,37 @@ def split_files(root: Path, split: str) -> list[Path]:
         or p.name.startswith(f"{split}.")
         or split in p.relative_to(root).parts[:-1]
     ]
+    if not named and files and flag != "--split":
+        splits = sorted({p.name.split("-")[0].split(".")[0] for p in files})
+        raise DataError(f"{root} has no files of split {split!r} (splits: {', '.join(splits)}): pass {flag}")
     return named or files
 
 
-def locate(source: str, split: str) -> tuple[list[Path], dict[str, Any], dict[str, Any]]:
-    """(files, features, description) of SOURCE's split."""
+def locate(source: str, split: str, flag: str = "--split") -> tuple[list[Path], dict[str, Any], dict[str, Any]]:
+    """(files, features, description) of SOURCE's split (`flag`: the option that named it)."""
     path = Path(source)
     if path.is_file():
         if not is_table_file(path):
             raise DataError(f"{path} is not a .parquet or .arrow file: pass a Hugging Face data set's file or folder")
+        if flag != "--split":
+            raise DataError(f"{path} is one file, one split: pass the folder of its splits, or leave out {flag}")
         return [path], {}, {"kind": "hf", "path": str(path.resolve())}
     if path.is_dir():
         folder = path
         if (path / "dataset_dict.json").is_file():  # DatasetDict.save_to_disk: one folder per split
             splits = json.loads((path / "dataset_dict.json").read_text()).get("splits", [])
             if split not in splits:
-                raise DataError(f"{path} has no split {split!r} (splits: {', '.join(splits)}): pass --split")
+                raise DataError(f"{path} has no split {split!r} (splits: {', '.join(splits)}): pass {flag}")
             folder = path / split
+        elif flag != "--split" and (folder / "state.json").is_file():
+            raise DataError(f"{path} is one split (Dataset.save_to_disk): save a DatasetDict, or leave out {flag}")
         if (folder / "state.json").is_file():  # Dataset.save_to_disk
             state = json.loads((folder / "state.json").read_text())
             files = [folder / f["filename"] for f in state.get("_data_files", [])]
             info = folder / "dataset_info.json"
             features = json.loads(info.read_text()).get("features", {}) if info.is_file() else {}
         else:
-            files, features = split_files(folder, split), {}
+            files, features = split_files(folder, split, flag), {}
         if not files:
             raise DataError(f"{path} holds no .parquet or .arrow files: pass a Hugging Face data set's folder")
         return files, features, {"kind": "hf", "path": str(path.resolve()), "split": split}
@@ -153,9 +163,11 @@ def hf(
     label_column: str | None = None,
     mask_columns: list[str] | None = None,
     mask_classes: list[str] | None = None,
+    flag: str = "--split",
 ) -> Source:
-    """SOURCE's split as samples of fields (columns.py: how each column's Features become a field)."""
-    files, features, description = locate(source, split)
+    """SOURCE's split as samples of fields (columns.py: how each column's Features become a field);
+    `flag` the option that named the split, which errors name."""
+    files, features, description = locate(source, split, flag)
     schema = file_schema(files[0])
     return columns.rows(
         schema,

@@ -46,16 +46,27 @@ HELDOUT = "heldout"  # SRC's sub-folder of held-out shards: never in the trainin
 
 
 def shard_paths(src: Path) -> list[Path]:
-    """The .tar files under `src`, in sorted order, but those under `src/heldout`: a held-out set
-    kept beside the training shards is never read into the training set."""
+    """The .tar files under `src`, in sorted order, but those under `src/heldout` and those linked
+    there (`prep webdataset SRC --heldout`, in_place.py): a held-out set kept beside the training
+    shards is never read into the training set."""
+    held = {file_id(p) for p in (src / HELDOUT).rglob("*.tar")} if (src / HELDOUT).is_dir() else set()
     shards = sorted(
         p
         for p in src.rglob("*.tar")
-        if p.is_file() and not p.name.startswith(".") and p.relative_to(src).parts[0] != HELDOUT
+        if p.is_file()
+        and not p.name.startswith(".")
+        and p.relative_to(src).parts[0] != HELDOUT
+        and file_id(p) not in held
     )
     if not shards:
         raise DataError(f"{src} holds no .tar shards: pass the folder of a WebDataset's shards")
     return shards
+
+
+def file_id(path: Path) -> tuple[int, int]:
+    """The file a path names (device, inode): the same for two hard links of one file."""
+    status = path.stat()
+    return status.st_dev, status.st_ino
 
 
 def heldout_folder(src: Path) -> Path | None:
