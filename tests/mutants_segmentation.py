@@ -169,8 +169,8 @@ MUTANTS = [
         function="prep.folder",
         edits=(
             (
-                "images = with_mask_classes(class_folders.folder(src, keep_empty_classes), names, str(src))",
-                "images = class_folders.folder(src, keep_empty_classes)",
+                "images = with_mask_classes(images, names, str(src))",
+                "pass",
             ),
         ),
         **SEGMENTATION,
