@@ -86,4 +86,13 @@ MUTANTS = [
         samplers=("global",),
         only_test="tests/test_prep.py::test_a_val_tree_missing_a_class_is_refused_naming_it",
     ),
+    Mutant(
+        "heldout-share-bunched",
+        "prep webdataset SRC --heldout 0.25 holds out the first shards, not shards spread over the storage order: "
+        "data cut sorted by class or time holds out its first stretch only",
+        function="heldout_share",
+        edits=(("return [names[int((i + 0.5) * len(names) / count)] for i in range(count)]", "return names[:count]"),),
+        **one_render("webdataset"),
+        only_test="tests/test_wds_in_place.py::test_a_share_of_the_shards_is_held_out_evenly_spaced",
+    ),
 ]
