@@ -132,4 +132,13 @@ MUTANTS = [
         **one_render("webdataset"),  # wds_shards.py is the same for every sampler
         only_test="tests/test_wds_fields.py",
     ),
+    Mutant(
+        "prep-stops-at-first-empty-file",
+        "prep folder names only the first empty or unreadable file: each of the others takes a run of its own",
+        function="class_folders.folder",
+        edits=(("{', '.join(unusable[:NAMED])}{more}", "{unusable[0]}"),),
+        backends=("arrow",),  # prep is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_prep_verification.py::test_every_empty_file_is_named_in_one_run",
+    ),
 ]

@@ -18,6 +18,7 @@ and prep takes the val tree as the held-out set (val, else validation, else test
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from ..data.decode import IMAGE_EXTENSIONS, can_decode, known_extensions
 from ..data.sample import NO_LABEL, Sample
 from ..harness.errors import DataError
 from .source import Source, is_mask_name
+from .verify import NAMED
 
 FIELD_KINDS = {"txt": "text", "json": "json", "npy": "array"}  # by extension; images by IMAGE_EXTENSIONS
 PAYLOAD_RANKS = {"image": 0, "array": 1, "text": 2}  # a sample's payload: the first of its files by these
@@ -118,7 +120,9 @@ def folder(root: Path, keep_empty_classes: bool = False, check_headers: bool = T
     group of files (samples_of); classes and samples in sorted order.
 
     One pass lists and counts the samples class by class and checks that they have the same
-    fields; reading holds one class's file names at a time, never the data set. A class folder
+    fields, and that every file is readable and not empty (all such files named in one error, as
+    verify.py names every file that does not decode); reading holds one class's file names at a
+    time, never the data set. A class folder
     without files is refused (a class that can never be learned or scored), unless `keep_empty_classes`.
     With `check_headers` an image file whose header does not read is refused as it is read; prep turns
     it off where its check decodes every file (verify.py), which names every such file in one error.
@@ -129,7 +133,7 @@ def folder(root: Path, keep_empty_classes: bool = False, check_headers: bool = T
     classes = [d.name for d in class_dirs]
     if not class_dirs:  # the folder's own files: a data set without a class field
         class_dirs = [root]
-    counts, payload_bytes, first = [], 0, None
+    counts, payload_bytes, first, unusable = [], 0, None, []
     for class_dir in class_dirs:
         groups = samples_of(class_files(class_dir))
         for group in groups:
@@ -149,8 +153,20 @@ def folder(root: Path, keep_empty_classes: bool = False, check_headers: bool = T
                     f"{root}: {named(root, group)} but {named(root, first)}: every sample needs the same fields "
                     "(files named <sample>.<field>, side by side): add or remove files"
                 )
-            payload_bytes += sum(path.stat().st_size for _, path in group)
+            sizes = [path.stat().st_size for _, path in group]
+            payload_bytes += sum(sizes)
+            unusable += [
+                f"{path.relative_to(root).as_posix()} ({'empty' if not size else 'unreadable'})"
+                for (_, path), size in zip(group, sizes, strict=True)
+                if not size or not os.access(path, os.R_OK)
+            ]
         counts.append(len(groups))
+    if unusable:
+        more = f" and {len(unusable) - NAMED} more" if len(unusable) > NAMED else ""
+        raise DataError(
+            f"{root}: {len(unusable)} files are empty or unreadable: {', '.join(unusable[:NAMED])}{more}: "
+            "remove them, or replace them with the real samples (and fix their permissions)"
+        )
     empty = [d.name for d, count in zip(class_dirs, counts, strict=True) if count == 0]
     if empty and sum(counts) and not keep_empty_classes:
         more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
