@@ -204,4 +204,13 @@ MUTANTS = [
         # the process tests (the SLURM job's and the killed rank's runs) see it too
         only_test="tests/test_multinode.py::test_on_several_nodes_the_first_rank_of_every_node_prints_the_epoch_line_after_its_node_rank",
     ),
+    Mutant(
+        "failed-start-leaves-empty-run-folder",
+        "a run whose ranks fail before it begins (a bad payload the memory backend reads at start) leaves the "
+        "empty run folder its launcher made: runs/ fills with folders of runs that never ran",
+        function="unlock",
+        edits=(("    if made:\n", "    if False:\n"),),
+        **one_render("memory"),
+        only_test="tests/test_map_style_refusals.py",
+    ),
 ]

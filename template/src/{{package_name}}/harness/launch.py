@@ -730,6 +730,7 @@ def start(argv: list[str]) -> int:
         training_options, run_dir = with_run_dir(training_options)
         # The run folder is node 0's: its launcher holds it for the whole run (several nodes on one
         # machine share the path, and the other nodes' ranks use node 0's choice).
+        made = not run_dir.exists()  # a folder this start makes, and removes again if no run wrote in it
         held = lock(run_dir) if layout.node_rank == 0 else None
     except DataError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -738,7 +739,7 @@ def start(argv: list[str]) -> int:
         return launch(layout, module, training_options, cpp_log_level, () if held is None else (held,))
     finally:
         if held is not None:
-            unlock(run_dir, held)
+            unlock(run_dir, held, made)
 
 
 def preflight(module: str, world_size: int, training_options: list[str]) -> int:

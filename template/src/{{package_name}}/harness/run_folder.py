@@ -116,10 +116,15 @@ def lock(path: Path) -> int:
     return fd
 
 
-def unlock(path: Path, fd: int) -> None:
-    """Let go of the lock: the file goes first, so that a run waiting on it takes a new one (lock)."""
+def unlock(path: Path, fd: int, made: bool = False) -> None:
+    """Let go of the lock: the file goes first, so that a run waiting on it takes a new one (lock). A
+    folder the launcher `made` that is still empty (the run ended before it began: a bad input its
+    ranks met at start) is removed, so a failed start leaves no empty run folder behind."""
     (path / LOCK).unlink(missing_ok=True)
     os.close(fd)
+    if made:
+        with contextlib.suppress(OSError):  # not empty: the run's own files stay
+            path.rmdir()
 
 
 def agreed_run_dir(run_dir: Path | None, resume: bool = False) -> Path:
