@@ -213,4 +213,52 @@ MUTANTS = [
         **one_render("memory"),
         only_test="tests/test_map_style_refusals.py",
     ),
+    # Issue 43: full disks outside the checkpoint's path (the ledger, prep's --out).
+    Mutant(
+        "full-ledger-disk-restarted",
+        "a ledger line that a full disk refuses is a crash: a traceback and a restart, where a checkpoint's is one line",
+        function="LedgerWriter.disk_errors_reported",
+        edits=(
+            (
+                '        return disk_errors_reported(f"the ledger {self.directory}", LEDGER_FIX)\n',
+                "        return contextlib.nullcontext()\n",
+            ),
+        ),
+        **LAUNCH_ONLY,
+        # the launch (test_bad_inputs' "train.sh: the ledger's disk full") sees it too, as two lines
+        only_test="tests/test_ledger.py",
+    ),
+    Mutant(
+        "full-ledger-leaves-half-line",
+        "the part of a ledger line that fitted on a full disk stays in the file: a resume reads a garbled line",
+        function="LedgerWriter.write",
+        edits=(("                    os.ftruncate(self.file.fileno(), self.end)", "                    pass"),),
+        **LAUNCH_ONLY,
+        only_test="tests/test_ledger.py",
+    ),
+    Mutant(
+        "full-prep-disk-traceback",
+        "prep onto a full disk ends in a traceback, not one line naming --out and the fix",
+        function="prepare",
+        edits=(
+            (
+                '    with disk_errors_reported(out, "or pass an --out on a disk with room", WRITE_ERRORS):',
+                "    with contextlib.nullcontext():",
+            ),
+        ),
+        **one_render("arrow"),
+        only_test="tests/test_bad_inputs.py::test_a_bad_input_ends_with_one_error_line_and_leaves_nothing_behind"
+        "[prep: --out on a full disk]",
+    ),
+    Mutant(
+        "prep-array-file-unclaimed",
+        "prep's labels are a memory map of a sparse file: on a disk that fills, a store into it kills prep with "
+        "SIGBUS (no message, the partial folder left) instead of an error where the file is made",
+        function="array_file",
+        edits=(
+            ("            os.posix_fallocate(file.fileno(), 0, os.fstat(file.fileno()).st_size)", "            pass"),
+        ),
+        **one_render("arrow"),
+        only_test="tests/test_prep.py::test_an_array_prep_fills_through_a_memory_map_claims_its_disk_where_it_is_made",
+    ),
 ]

@@ -82,4 +82,15 @@ MUTANTS = [
             "only_test": "tests/test_s3.py::test_the_sha256_a_run_folder_records_is_that_of_the_manifest_in_the_bucket",
         },
     ),
+    Mutant(
+        "full-tmpdir-traceback",
+        "prep --out s3:// with a full TMPDIR (where each shard is written before its upload) ends in a traceback, "
+        "not one line naming TMPDIR and the fix",
+        function="prepare_in_bucket",
+        edits=(("spill_fix, WRITE_ERRORS),", "spill_fix, set()),"),),
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::test_prep_into_a_bucket_uploads_each_data_set_before_its_manifest_and_the_training_manifest_last",
+        },
+    ),
 ]

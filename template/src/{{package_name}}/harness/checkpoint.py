@@ -40,9 +40,8 @@ import torch
 import torch.distributed as dist
 
 from .ddp import check_replicas_agree
-from .errors import DataError
+from .errors import DISK_ERRORS, DataError
 from .progress import Stretch, steps_done
-from .run_folder import DISK_ERRORS
 
 KEEP = 3
 NAME = re.compile(r"epoch-(\d{4,})-step-(\d{6,})\.pt")

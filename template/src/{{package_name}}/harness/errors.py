@@ -25,6 +25,28 @@ class DataError(Exception):
     """Bad input data or options; the message names the problem and the fix."""
 
 
+# Errors of a disk that no restart mends: full, over quota, a file size limit, read-only (which only a
+# write meets), and not ours (which a read meets too).
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+DISK_ERRORS = WRITE_ERRORS | {errno.EACCES, errno.EPERM}
+RESUME_FIX = "then run train.sh again with the same --run-dir to go on from its checkpoint"
+
+
+@contextlib.contextmanager
+def disk_errors_reported(path: str | Path, fix: str = RESUME_FIX, refused: set[int] = DISK_ERRORS) -> Iterator[None]:
+    """A write to `path` that its disk refuses (`refused`: full, read-only, ...) as a DataError: one line
+    naming `path`, why, and `fix`, and no restart, which would meet the same disk; other OSErrors as they are
+    (WRITE_ERRORS where what runs reads files too: an unreadable input is no disk of `path`'s)."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in refused:
+            raise
+        raise DataError(
+            f"cannot write {path} ({err.strerror}): free space on that disk or make it writable, {fix}"
+        ) from None
+
+
 def report(line: str, *, consequence: bool = False) -> None:
     """Print an error line, or hand it to the launcher of this rank."""
     error_file = os.environ.get(ERROR_FILE_VARIABLE)

@@ -9,16 +9,25 @@ A resumed run truncates every rank's file to the steps before its checkpoint and
 from there, so an interrupted and resumed run leaves the very bytes an uninterrupted one
 would. An epoch resumed on another number of ranks runs in stretches (progress.py), each
 on its own world size: `read_stretches` reads them apart.
+
+A disk that refuses a line (full, read-only) ends the run in one line naming the ledger and no
+restart, as a checkpoint's does; the part of the line that fitted is cut off again, so the file
+holds whole lines only and a resume reads it as if the run had stopped a step earlier.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import DataError
+from .errors import RESUME_FIX, DataError, disk_errors_reported
+
+# A resume truncates the ledger to its checkpoint's steps (LedgerWriter), so the same folder goes on.
+LEDGER_FIX = RESUME_FIX.replace("the same --run-dir", "the same --run-dir and --ledger")
 
 
 def ledger_files(directory: Path) -> list[Path]:
@@ -30,8 +39,12 @@ def keep_lines(path: Path, keep: Callable[[dict], bool]) -> None:
     """Keep the JSON lines of `path` that `keep` accepts; written to a temporary name, then renamed."""
     kept = [line for line in path.read_text().splitlines(keepends=True) if line.strip() and keep(json.loads(line))]
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text("".join(kept))
-    partial.replace(path)
+    try:
+        partial.write_text("".join(kept))
+        partial.replace(path)
+    except BaseException:  # a full disk included: the file stays as it was, nothing half-written beside it
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def truncate_before(path: Path, epoch: int, step: int) -> None:
@@ -43,37 +56,53 @@ class LedgerWriter:
     ranks beyond `world_size` that an earlier, larger run left in the same folder. A run
     resumed at (epoch, step) `resume_at` keeps every file's lines before it (rank 0 also those
     of ranks this run no longer has: they hold the epochs those ranks ran) and appends.
-    Lines are written through as they come (line buffering): a rank that dies leaves every
-    step it took, and the lines of a checkpoint's steps are in the file before it."""
+    Lines are written through as they come (unbuffered): a rank that dies leaves every step it
+    took, and the lines of a checkpoint's steps are in the file before it. A write its disk
+    refuses is a DataError naming the folder (every rank that meets it says the same line)."""
 
     def __init__(
         self, directory: str | Path, rank: int, world_size: int, resume_at: tuple[int, int] | None = None
     ) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory = Path(directory)
         path = directory / f"rank{rank}.jsonl"
-        if resume_at is None:
-            if rank == 0:
-                for stale in ledger_files(directory):
-                    if int(stale.stem[4:]) >= world_size:
-                        stale.unlink()
-            self.file = open(path, "w", buffering=1)
-        else:
-            if path.exists():
-                truncate_before(path, *resume_at)
-            if rank == 0:
-                for other in ledger_files(directory):
-                    if int(other.stem[4:]) >= world_size:
-                        truncate_before(other, *resume_at)
-            self.file = open(path, "a", buffering=1)
+        with self.disk_errors_reported():
+            directory.mkdir(parents=True, exist_ok=True)
+            if resume_at is None:
+                if rank == 0:
+                    for stale in ledger_files(directory):
+                        if int(stale.stem[4:]) >= world_size:
+                            stale.unlink()
+                self.file = open(path, "wb", buffering=0)
+            else:
+                if path.exists():
+                    truncate_before(path, *resume_at)
+                if rank == 0:
+                    for other in ledger_files(directory):
+                        if int(other.stem[4:]) >= world_size:
+                            truncate_before(other, *resume_at)
+                self.file = open(path, "ab", buffering=0)
+        self.end = os.fstat(self.file.fileno()).st_size  # where the whole lines end
         self.rank, self.world_size = rank, world_size
+
+    def disk_errors_reported(self) -> contextlib.AbstractContextManager[None]:
+        return disk_errors_reported(f"the ledger {self.directory}", LEDGER_FIX)
 
     def write(self, epoch: int, step: int, keys: list[str], labels: list[int] | None) -> None:
         """One step's line; `labels` None for a data set without classes (the line has no "labels")."""
         record = {"epoch": epoch, "step": step, "rank": self.rank, "world_size": self.world_size, "keys": list(keys)}
         if labels is not None:
             record["labels"] = [int(y) for y in labels]
-        self.file.write(json.dumps(record) + "\n")
+        line = (json.dumps(record) + "\n").encode()
+        with self.disk_errors_reported():
+            try:
+                written = 0
+                while written < len(line):  # a write may take only a part of it
+                    written += self.file.write(line[written:])
+            except OSError:
+                if os.fstat(self.file.fileno()).st_size > self.end:
+                    os.ftruncate(self.file.fileno(), self.end)  # the part that fitted: a resume would read it
+                raise
+        self.end += len(line)
 
     def close(self) -> None:
         self.file.close()

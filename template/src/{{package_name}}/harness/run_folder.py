@@ -22,7 +22,6 @@ whole files or none.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
@@ -31,7 +30,6 @@ import secrets
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,7 @@ from typing import Any
 import torch.distributed as dist
 
 from .curves import Scalars
-from .errors import PACKAGE, DataError
+from .errors import PACKAGE, DataError, disk_errors_reported
 from .ledger import keep_lines
 
 PROJECT = Path(__file__).resolve().parents[3]  # src/<package>/harness/run_folder.py -> the project
@@ -267,25 +265,6 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     metrics = run_dir / "metrics.jsonl"
     text = metrics.read_text() if metrics.is_file() else ""
     return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-# Errors of a disk that no restart mends: full, over quota, read-only, not ours.
-DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
-
-
-@contextlib.contextmanager
-def disk_errors_reported(path: Path) -> Iterator[None]:
-    """A full or read-only run folder (writing `path`) as a DataError: one line, no restart; other
-    OSErrors as they are."""
-    try:
-        yield
-    except OSError as err:
-        if err.errno not in DISK_ERRORS:
-            raise
-        raise DataError(
-            f"cannot write {path} ({err.strerror}): free space on that disk or make it writable, "
-            "then run train.sh again with the same --run-dir to go on from its checkpoint"
-        ) from None
 
 
 def read_config(run_dir: Path, fix: str = "") -> dict[str, Any]:
