@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,11 +55,30 @@ def payload_rank(field: str) -> int:
 
 def class_files(class_dir: Path) -> list[Path]:
     """The sample files of one class, in sorted order (sub-folders included, hidden files not)."""
-    return sorted(
-        p
-        for p in class_dir.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(class_dir).parts)
-    )
+    return class_entries(class_dir)[0]
+
+
+def class_entries(class_dir: Path) -> tuple[list[Path], list[Path]]:
+    """(the sample files of one class, in sorted order; what else is there that is no folder: a link
+    to nothing, a FIFO, a socket, a device), sub-folders included, hidden files not. Telling them
+    apart takes a stat, never an open: a FIFO opened for reading waits for a writer, forever."""
+    files, others = [], []
+    for p in class_dir.rglob("*"):
+        if any(part.startswith(".") for part in p.relative_to(class_dir).parts):
+            continue
+        if p.is_file():
+            files.append(p)
+        elif not p.is_dir():
+            others.append(p)
+    return sorted(files), sorted(others)
+
+
+def not_a_file(path: Path) -> str:
+    """What a path that is neither a file nor a folder is, for an error."""
+    if not path.exists():
+        return f"a link to nothing: {os.readlink(path)}" if path.is_symlink() else "gone"
+    mode = path.stat().st_mode
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device, not a file"
 
 
 def samples_of(files: list[Path]) -> list[Group]:
@@ -121,8 +141,8 @@ def folder(root: Path, keep_empty_classes: bool = False, check_headers: bool = T
 
     One pass lists and counts the samples class by class and checks that they have the same
     fields, and that every file is readable and not empty (all such files named in one error, as
-    verify.py names every file that does not decode); reading holds one class's file names at a
-    time, never the data set. A class folder
+    verify.py names every file that does not decode; so too links to nothing, FIFOs and the like,
+    which are never opened); reading holds one class's file names at a time, never the data set. A class folder
     without files is refused (a class that can never be learned or scored), unless `keep_empty_classes`.
     With `check_headers` an image file whose header does not read is refused as it is read; prep turns
     it off where its check decodes every file (verify.py), which names every such file in one error.
@@ -135,7 +155,9 @@ def folder(root: Path, keep_empty_classes: bool = False, check_headers: bool = T
         class_dirs = [root]
     counts, payload_bytes, first, unusable = [], 0, None, []
     for class_dir in class_dirs:
-        groups = samples_of(class_files(class_dir))
+        files, others = class_entries(class_dir)
+        unusable += [f"{path.relative_to(root).as_posix()} ({not_a_file(path)})" for path in others]
+        groups = samples_of(files)
         for group in groups:
             field, path = group[0]
             if len(group) > 1 and payload_rank(field) == len(PAYLOAD_RANKS):
@@ -165,7 +187,7 @@ def folder(root: Path, keep_empty_classes: bool = False, check_headers: bool = T
         more = f" and {len(unusable) - NAMED} more" if len(unusable) > NAMED else ""
         raise DataError(
             f"{root}: {len(unusable)} files are empty or unreadable: {', '.join(unusable[:NAMED])}{more}: "
-            "remove them, or replace them with the real samples (and fix their permissions)"
+            "remove them, or replace them with the real samples (and fix their permissions or links)"
         )
     empty = [d.name for d, count in zip(class_dirs, counts, strict=True) if count == 0]
     if empty and sum(counts) and not keep_empty_classes:

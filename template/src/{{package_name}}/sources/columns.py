@@ -14,7 +14,7 @@ Each column becomes a field of the kind its type says (data/sample.py KINDS):
   other column's values, sorted, are. By default the class is the column `label` when it is not
   an image or floating point (a float `label` is a number, a regression target), else the first
   `ClassLabel`; without either the data set has no class field (every label NO_LABEL);
-  `--label-column ''` leaves the class out.
+  `--label-column ''` leaves the class out, and a floating-point column named is refused.
 Other columns (audio, video, dates) are left out, as `description["left_out"]` records.
 
 The first field is the payload, which decode.py's `x` is made of: an image (its extension from
@@ -154,6 +154,12 @@ def label_column_of(schema: Any, features: dict[str, Any], wanted: str | None, w
         if column_kind(schema.field(wanted), features.get(wanted)) in (None, "image", "array", "json"):
             raise DataError(
                 f"{where}: column {wanted!r} is not a class (labels, names or numbers): pass --label-column"
+            )
+        if not can_be_class(schema.field(wanted), features.get(wanted)):  # floats: each value a class of its own
+            raise DataError(
+                f"{where}: column {wanted!r} holds floating-point numbers, not classes: leave out --label-column "
+                f"{wanted} to keep it a number field (a regression target; --label-column '' for no class at all), "
+                "or cast it to integers or a ClassLabel first if its values are classes"
             )
         return wanted
     if "label" in schema.names and can_be_class(schema.field("label"), features.get("label")):

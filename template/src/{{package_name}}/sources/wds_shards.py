@@ -77,7 +77,9 @@ def heldout_folder(src: Path) -> Path | None:
 
 def shard_samples(path: Path, name: str) -> Iterator[tuple[str, int, int, dict[str, bytes]]]:
     """(key, first byte, end byte, {extension: content}) of each sample of one shard, in order,
-    its members grouped as webdataset groups them: consecutive members of one key."""
+    its members grouped as webdataset groups them: consecutive members of one key. A shard that
+    does not end as a tar ends (ends_as_a_tar) is refused before its last sample is given."""
+    samples = 0
     try:
         with tarfile.open(path, "r:") as tar:
             key, start, end, members = None, 0, 0, {}
@@ -88,15 +90,48 @@ def shard_samples(path: Path, name: str) -> Iterator[tuple[str, int, int, dict[s
                 if stem != key:
                     if key is not None:
                         yield key, start, end, members
+                        samples += 1
                     key, start, members = stem, member.offset, {}
                 if extension in members:
                     raise DataError(f"shard {name}: sample {stem} has two .{extension} members: fix the shard")
                 members[extension] = tar.extractfile(member).read()
                 end = member.offset_data + -(-member.size // TAR_BLOCK) * TAR_BLOCK
+            ends_as_a_tar(path, name, tar.offset, samples + (key is not None))
             if key is not None:
                 yield key, start, end, members
     except (tarfile.TarError, OSError, EOFError) as err:
+        if "unexpected end of data" in str(err):  # a member's data cut short
+            raise truncated(name, "it ends inside a member", samples) from None
         raise DataError(f"shard {name} is not a readable tar file ({err}): fix or remove it") from None
+
+
+END_OF_ARCHIVE = bytes(2 * TAR_BLOCK)  # the two zero blocks a tar ends with
+
+
+def ends_as_a_tar(path: Path, name: str, offset: int, samples: int) -> None:
+    """The two zero blocks of a tar's end where its next header would be (`offset`). tarfile ends its
+    listing quietly at the end of the file or at a block that is no header, so a shard cut short (a
+    download or copy that stopped) or overwritten would pass for a shard of fewer samples."""
+    with open(path, "rb") as shard:
+        shard.seek(offset)
+        tail = shard.read(len(END_OF_ARCHIVE))
+    if tail == END_OF_ARCHIVE:
+        return
+    if not any(tail):
+        raise truncated(
+            name, f"it ends at byte {offset + len(tail)}, before the two zero blocks that end a tar", samples
+        )
+    raise DataError(
+        f"shard {name} is damaged (byte {offset}, after {samples} samples, is neither a tar header nor the end of "
+        "the tar): download or write it again, or move it out of the shards' folder"
+    )
+
+
+def truncated(name: str, where: str, samples: int) -> DataError:
+    return DataError(
+        f"shard {name} is truncated ({where}, after {samples} samples): download or write it again, "
+        "or move it out of the shards' folder"
+    )
 
 
 def kind_of(name: str) -> str:
