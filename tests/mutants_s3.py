@@ -93,4 +93,76 @@ MUTANTS = [
             "only_test": "tests/test_s3.py::test_prep_into_a_bucket_uploads_each_data_set_before_its_manifest_and_the_training_manifest_last",
         },
     ),
+    Mutant(
+        "s3-manifest-put-unconditional",
+        "prep writes manifest.json into the bucket with a plain put: of two preps into one prefix at once both "
+        "report success and the second silently replaces the first's data set",
+        function="put_new",
+        edits=(
+            (
+                '    condition = {"IfNoneMatch": "*"} if replacing is None else {"IfMatch": replacing}',
+                "    condition = {}",
+            ),
+        ),
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::test_of_two_preps_into_one_prefix_at_once_the_second_to_finish_fails_in_one_line",
+        },
+    ),
+    Mutant(
+        "s3-interrupted-heldout-manifest-blocks",
+        "prep writes the held-out manifest only where none is: the one an interrupted prep left makes every later "
+        "prep into that prefix fail as if another prep had come first",
+        function="prepare_in_bucket",
+        edits=(
+            (
+                "    found = [None] + [object_store.etag(locate(where, MANIFEST)) for _, where, _ in sets[1:]]",
+                "    found = [None] * len(sets)",
+            ),
+        ),
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::test_a_prep_killed_mid_upload_leaves_no_process_and_the_next_prep_removes_its_files",
+        },
+    ),
+    Mutant(
+        "prep-children-outlive-prep",
+        "prep's checking processes do not end with prep: a prep killed with SIGKILL leaves them blocked on their "
+        "task pipe forever",
+        function="Verifier.__init__",
+        edits=(("            initializer=end_with_launcher,\n", ""), ("            initargs=(os.getpid(),),\n", "")),
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::test_a_prep_killed_mid_upload_leaves_no_process_and_the_next_prep_removes_its_files",
+        },
+    ),
+    Mutant(
+        "s3-dead-prep-scratch-kept",
+        "the TMPDIR folder (a shard, the shuffle's spill) of an s3:// prep killed with SIGKILL stays for ever: the "
+        "next prep does not remove it",
+        function="prepare_in_bucket",
+        edits=(("    remove_dead_scratch()\n", ""),),
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::test_a_prep_killed_mid_upload_leaves_no_process_and_the_next_prep_removes_its_files",
+        },
+    ),
+    Mutant(
+        "s3-no-bucket-a-local-path",
+        "--data s3:// without a bucket is read as the local path s3:/manifest.json and told to prepare the data again",
+        function="webdataset_backend.locate",
+        edits=(("        object_store.split(str(location))", "        pass"),),
+        **{**S3, "only_test": "tests/test_s3.py::test_an_s3_location_without_a_bucket_is_one_line_not_a_local_path"},
+    ),
+    Mutant(
+        "s3-web-server-told-to-prepare",
+        "an endpoint that is no S3 API (a web server's 404 page) is reported as a prefix without a data set: prepare "
+        "it there",
+        function="failure",
+        edits=(("        if not_s3(err):", "        if False:"),),
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::test_an_endpoint_that_is_no_s3_api_is_named_so_not_told_to_prepare_the_data",
+        },
+    ),
 ]

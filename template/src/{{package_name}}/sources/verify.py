@@ -42,6 +42,7 @@ from ..data.decode import (
 )
 from ..data.sample import MASK_IGNORE, Sample
 from ..harness.errors import DataError
+from ..harness.launcher_watch import end_with_launcher
 
 CHUNK = 64  # samples per task: large enough that pickling, not process hand-offs, dominates
 IN_FLIGHT = 2  # chunks queued per process: each process has the next one ready
@@ -126,8 +127,14 @@ class Verifier:
 
     def __init__(self, where: str, processes: int, kinds: dict[str, str] | None = None) -> None:
         self.where, self.processes, self.kinds = where, processes, kinds or {}
-        # fork: the processes start in milliseconds, with decode.py already imported.
-        self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+        # fork: the processes start in milliseconds, with decode.py already imported. They end with
+        # prep, even a prep killed with SIGKILL, which leaves them blocked on their task pipe otherwise.
+        self.pool = ProcessPoolExecutor(
+            processes,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=end_with_launcher,
+            initargs=(os.getpid(),),
+        )
         self.pending: deque[Future] = deque()
         self.chunk: list[Item] = []
         self.shapes: Shapes = {}
