@@ -9,7 +9,7 @@
                   plain Python files; `duplicates` on a render
     nox -s mutate mutmut over the default render's promise-carrying modules (the epoch plan, its
                   sampler, the stretches of a resumed epoch, the shuffle metrics), on the tests of
-                  theirs that start no processes (not run by default: about 6 minutes on 2 cores;
+                  theirs that start no processes (not run by default: 4 to 9 minutes on 2 cores;
                   tests/README.md's "The mutation tool's run" lists what survives and why)
     nox -s bench  render every backend, prepare the same synthetic data for each, run each project's
                   `bench`, and compare them in bench/comparison.md and bench/comparison.png (not run
