@@ -10,6 +10,8 @@ FORKED = "tests/test_launch.py::test_a_rank_forked_from_the_launcher_starts_as_a
 # save() and newest_readable() at the function level; test_resume's run on a small disk (processes)
 # sees these mistakes too, as a restart and a traceback, or a run that stops
 CHECKPOINTS = "tests/test_recipe.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_is_one_error_naming_the_fix"
+KILLED = "tests/test_launch.py::test_a_killed_rank_is_named_in_one_line_and_the_others_stop_without_a_traceback"
+WORKER_KILLED = "tests/test_launch.py::test_a_killed_dataloader_worker_is_named_by_its_signal_and_fix_and_restarted"
 # The harness (launch, run folder, checkpoints) and train.py are the same for every backend.
 LAUNCH_ONLY = one_render("memory")
 
@@ -260,5 +262,46 @@ MUTANTS = [
         ),
         **one_render("arrow"),
         only_test="tests/test_prep.py::test_an_array_prep_fills_through_a_memory_map_claims_its_disk_where_it_is_made",
+    ),
+    # A killed DataLoader worker (issue 43): one line naming it, the signal and the fix; restarted when allowed.
+    Mutant(
+        "killed-worker-traceback",
+        "a rank lets torch's error about its killed DataLoader worker through: a traceback, and the launcher "
+        "names only the rank's exit code 1, not the worker, the signal or the fix",
+        function="train.main",
+        edits=(
+            (
+                "                report_ending(rank, ending)\n                raise SystemExit(1) from None\n",
+                "                raise\n",
+            ),
+        ),
+        **LAUNCH_ONLY,
+        only_test=f"{KILLED}[worker]",
+    ),
+    Mutant(
+        "killed-worker-signal-unread",
+        "only the error torch raises last is read, which names no signal: a killed worker's rank ends with a traceback",
+        function="worker_killed",
+        edits=(("        seen = seen.__cause__ or seen.__context__\n", "        seen = None\n"),),
+        **LAUNCH_ONLY,
+        only_test=WORKER_KILLED,
+    ),
+    Mutant(
+        "killed-worker-ends-restarts",
+        "a rank's words of how it ended are read as a cause (bad data or options): a killed DataLoader worker "
+        "ends the run at once, with the restarts allowed left unused",
+        function="reported_causes",
+        edits=(("line.startswith((CONSEQUENCE, ENDED))", "line.startswith(CONSEQUENCE)"),),
+        **LAUNCH_ONLY,
+        only_test=WORKER_KILLED,
+    ),
+    Mutant(
+        "killed-worker-named-by-exit-code",
+        "the launcher names a rank by its exit code though the rank said how it ended: 'rank 1 failed with "
+        "exit code 1; its traceback is above', and there is no traceback",
+        function="what_ended",
+        edits=(("    if rank in endings:", "    if False:"),),
+        **LAUNCH_ONLY,
+        only_test=WORKER_KILLED,
     ),
 ]

@@ -25,7 +25,7 @@ from .data.loader import RankLoader, check_data, rank_loaders
 from .data.reading import Reading
 from .harness.checkpoint import Position, restore, to_resume, write_checkpoint
 from .harness.ddp import broadcast_buffers, check_layout, check_replicas_agree, epoch_voice, init_distributed
-from .harness.errors import LOST_PEER_EXIT, lost_a_peer, report, reported_as_one_line
+from .harness.errors import LOST_PEER_EXIT, lost_a_peer, report, report_ending, reported_as_one_line, worker_killed
 from .harness.launcher_watch import end_with_launcher
 from .harness.ledger import LedgerWriter
 from .harness.options import check_resumable, options_of, resume_options
@@ -71,6 +71,9 @@ def main(
             folder = RunFolder(agreed_run_dir(run.run_dir, run.resume))
             train(run, recipe, loader, heldout, folder, device, options=options, order=order)
         except RuntimeError as err:
+            if ending := worker_killed(err):  # what a restart may mend: the launcher restarts, or names it
+                report_ending(rank, ending)
+                raise SystemExit(1) from None
             if not lost_a_peer(err):
                 raise
             # Another rank died (its own message says why) and torchrun is stopping this one:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,10 @@ ERROR_FILE_VARIABLE = f"{PACKAGE.upper()}_ERROR_FILE"
 # in the error file: a consequence, which the launcher shows only when nothing names a cause.
 LOST_PEER_EXIT = 3
 CONSEQUENCE = "consequence: "
+# The mark of a line that says how a rank ended, in words its exit code cannot give ("ENDED<rank>
+# <words>"): not a cause (a restart may mend it), so the launcher restarts as for any crash and
+# names the rank with these words in its restart and error lines.
+ENDED = "ended: "
 
 
 class DataError(Exception):
@@ -55,6 +60,41 @@ def report(line: str, *, consequence: bool = False) -> None:
             errors.write((CONSEQUENCE if consequence else "") + line + "\n")
     else:
         print(line, file=sys.stderr)
+
+
+def report_ending(rank: int, words: str) -> None:
+    """Say how this rank ends (`words` follow "rank N"), for the launcher's restart or error line."""
+    error_file = os.environ.get(ERROR_FILE_VARIABLE)
+    if error_file:
+        with open(error_file, "a") as errors:
+            errors.write(f"{ENDED}{rank} {words}\n")
+    else:
+        print(f"error: rank {rank} {words}", file=sys.stderr)
+
+
+# torch 2.13's words when a DataLoader worker of this process died of a signal: its SIGCHLD handler
+# raises the first, which the loader re-raises as "DataLoader worker (pid(s) N) exited unexpectedly".
+WORKER_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: (.+?)\. ")
+SIGNAL_BY_TEXT = {signal.strsignal(number): number for number in signal.Signals}
+
+
+def worker_killed(err: BaseException) -> str | None:
+    """How a DataLoader worker killed by a signal ended, in words for report_ending, when `err` (or
+    what it was raised from) is torch's report of it; None for any other error."""
+    seen: BaseException | None = err
+    while seen is not None:
+        found = WORKER_KILLED.search(str(seen)) if isinstance(seen, RuntimeError) else None
+        if found:
+            pid, text = found.groups()
+            number = SIGNAL_BY_TEXT.get(text)
+            name = number.name if number is not None else f"a signal ({text})"
+            words = f"ended: its DataLoader worker (pid {pid}) was killed by {name}"
+            if number == signal.SIGKILL:
+                oom = "most often by the kernel's out-of-memory killer (see dmesg)"
+                return f"{words}, {oom}: pass fewer --num-workers or a smaller --batch-size"
+            return f"{words}; the worker's last output is above"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer")

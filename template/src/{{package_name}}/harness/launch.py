@@ -29,8 +29,10 @@ What changes is what the user reads:
   every node, up to --max-restarts times; each restart is one `restart: ...` line naming the
   rank, how it ended and the restarts left. When none are left, the rank is named in one
   `error:` line, with its exit code or signal; a Python exception's traceback stays above
-  it, as the rank printed it. The other ranks lose it in their next collective: they stop
-  without a traceback, and the launcher names the rank that died, not them.
+  it, as the rank printed it. A rank whose DataLoader worker was killed (what the out-of-memory
+  killer often picks) says so itself, without a traceback, and these lines name the worker, the
+  signal and the fix (errors.worker_killed). The other ranks lose it in their next collective:
+  they stop without a traceback, and the launcher names the rank that died, not them.
 - Without --run-dir in the training options, the launcher adds `--run-dir runs/<time>-<id>`
   (with --resume, the newest run folder in runs/), chosen once here: every restart of the ranks
   then works in the same run folder and resumes from its checkpoint (on several nodes, node 0's
@@ -77,7 +79,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .arrivals import Arrivals
-from .errors import CONSEQUENCE, ERROR_FILE_VARIABLE, LOST_PEER_EXIT, PACKAGE, DataError, Stopped, stop_with_one_line
+from .errors import (
+    CONSEQUENCE,
+    ENDED,
+    ERROR_FILE_VARIABLE,
+    LOST_PEER_EXIT,
+    PACKAGE,
+    DataError,
+    Stopped,
+    stop_with_one_line,
+)
 from .waiting import WaitReport
 
 # A new interpreter's handlers of the signals that this launcher (and torchrun in it) handles itself,
@@ -281,8 +292,11 @@ def wait_for_groups(groups: set[int], seconds: float = WORKERS_GONE_SECONDS) -> 
     return True
 
 
-def what_ended(rank: int, exitcode: int) -> str:
-    """How a rank ended without reporting a DataError, in words."""
+def what_ended(rank: int, exitcode: int, endings: dict[int, str]) -> str:
+    """How a rank ended without reporting a DataError, in words: its own (`endings`, by rank), else
+    its exit code's."""
+    if rank in endings:  # a DataLoader worker of it killed, say: its exit code alone would say 1
+        return f"rank {rank} {endings[rank]}"
     if exitcode < 0:
         name = signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else f"signal {-exitcode}"
         hint = " (often the kernel's out-of-memory killer: see dmesg)" if name == "SIGKILL" else ""
@@ -295,7 +309,7 @@ def what_ended(rank: int, exitcode: int) -> str:
 CONSEQUENCES = (LOST_PEER_EXIT, -signal.SIGTERM)
 
 
-def first_failure(failures: dict, nnodes: int) -> str | None:
+def first_failure(failures: dict, nnodes: int, endings: dict[int, str]) -> str | None:
     """How the rank that failed first ended, in words, leaving out the ranks that ended because of
     it; None when every rank of this node did, on several nodes: the cause was on another node."""
     crashed = {rank: failure for rank, failure in failures.items() if failure.exitcode not in CONSEQUENCES}
@@ -306,23 +320,33 @@ def first_failure(failures: dict, nnodes: int) -> str | None:
     rank, failure = min(
         (crashed or failures).items(), key=lambda item: (item[1].exitcode == LOST_PEER_EXIT, item[1].timestamp)
     )
-    return what_ended(rank, failure.exitcode)
+    return what_ended(rank, failure.exitcode, endings)
 
 
 def reported_causes(error_file: Path) -> list[str]:
     """The distinct error lines the ranks reported as causes (a bad input), in order."""
     reported = list(dict.fromkeys(error_file.read_text().splitlines()))
-    return [line for line in reported if not line.startswith(CONSEQUENCE)]
+    return [line for line in reported if not line.startswith((CONSEQUENCE, ENDED))]
+
+
+def reported_endings(error_file: Path) -> dict[int, str]:
+    """How ranks said they ended (errors.report_ending), by rank: the first line of each."""
+    endings: dict[int, str] = {}
+    for line in error_file.read_text().splitlines():
+        if line.startswith(ENDED):
+            rank, _, words = line.removeprefix(ENDED).partition(" ")
+            endings.setdefault(int(rank), words)
+    return endings
 
 
 OTHER_NODE = "a rank on another node ended first (that node's output names it)"
 
 
-def restart_line(failures: dict | None, restarts_left: int, nnodes: int) -> str:
+def restart_line(failures: dict | None, restarts_left: int, nnodes: int, endings: dict[int, str]) -> str:
     left = f"{restarts_left} restart{'' if restarts_left == 1 else 's'} left"
     if not failures:  # this node's ranks were well: another node's agent asked for the new round
         return f"restart: {OTHER_NODE}; restarting the ranks of this node with it ({left} here)"
-    return f"restart: {first_failure(failures, nnodes) or OTHER_NODE}; restarting all ranks, {left}"
+    return f"restart: {first_failure(failures, nnodes, endings) or OTHER_NODE}; restarting all ranks, {left}"
 
 
 # torch's private names that report_restarts and fork_ranks build on, as torch 2.13 has them (the
@@ -445,7 +469,8 @@ def report_restarts(error_file: Path, nnodes: int) -> None:
             super()._shutdown(signal.SIGTERM if death_sig == signal.SIGINT else death_sig, timeout)
 
         def _restart_workers(self, worker_group) -> None:
-            print(restart_line(self.failures, self._remaining_restarts, nnodes), file=sys.stderr, flush=True)
+            line = restart_line(self.failures, self._remaining_restarts, nnodes, reported_endings(error_file))
+            print(line, file=sys.stderr, flush=True)
             RANKS_RUNNING.clear()  # a new rendezvous round comes first
             self.failures = None
             error_file.write_text("")  # the next round's lines only
@@ -831,7 +856,7 @@ def launch(
             print("\n".join(causes), file=sys.stderr)
             return 2
         # No rank named a cause: name the rank that died, not those that then lost it.
-        failure = first_failure(failed.failures, layout.nnodes) or OTHER_NODE
+        failure = first_failure(failed.failures, layout.nnodes, reported_endings(error_file)) or OTHER_NODE
         print(f"error: {failure}", file=sys.stderr)
         return 1
     except RendezvousError as err:
