@@ -67,4 +67,14 @@ MUTANTS = [
         only_test="tests/test_prep_verification.py::"
         "test_a_link_to_nothing_or_a_fifo_in_a_class_folder_is_named_and_never_opened",
     ),
+    Mutant(
+        "integer-classes-sorted-as-text",
+        "a plain integer class column's values sorted as text: classes 0..11 become '0', '1', '10', '11', '2', ..., "
+        "so the samples of class 2 train as id 4",
+        function="columns.rows",
+        edits=(("    ordered = sorted(values, key=int) if integers else sorted(values)", "    ordered = sorted(values)"),),
+        backends=("arrow",),  # prep is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_prep.py::test_integer_classes_keep_their_values_as_ids",
+    ),
 ]

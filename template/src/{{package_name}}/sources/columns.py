@@ -11,9 +11,10 @@ Each column becomes a field of the kind its type says (data/sample.py KINDS):
 - a mask's classes: `--mask-classes` names them (id i is the i-th name), else prep counts the
   ids its masks hold (sources/verify.py): "0" .. the largest (255, the ignored id, left out);
 - the class column (`--label-column`): the class; a `ClassLabel`'s names are the classes, any
-  other column's values, sorted, are. By default the class is the column `label` when it is not
-  an image or floating point (a float `label` is a number, a regression target), else the first
-  `ClassLabel`; without either the data set has no class field (every label NO_LABEL);
+  other column's values, sorted (integers by value, so that ids 0..K-1 name the classes 0..K-1),
+  are. By default the class is the column `label` when it is not an image or floating point (a
+  float `label` is a number, a regression target), else the first `ClassLabel`; without either
+  the data set has no class field (every label NO_LABEL);
   `--label-column ''` leaves the class out, and a floating-point column named is refused.
 Other columns (audio, video, dates) are left out, as `description["left_out"]` records.
 
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..data.decode import IMAGE_EXTENSIONS
 from ..data.sample import NO_LABEL, Sample
@@ -261,17 +263,20 @@ def rows(
     names = class_names(features.get(label)) if label is not None else None
 
     counted = label or next((n for n, k in kinds if k not in ("image", "mask")), kinds[0][0])
-    num_rows, values = 0, set()
+    num_rows, values, integers = 0, set(), True
     for batch in batches([counted]):  # first pass: the class column only (or one column, to count the rows)
         column = batch.column(0)
         if label is not None and column.null_count:
             raise DataError(f"{where}: column {label!r} has empty values: fill or drop those rows")
         if label is not None and names is None:
             values.update(str(v) for v in column.to_pylist())
+            integers = integers and pa.types.is_integer(column.type)
         num_rows += batch.num_rows
     if num_rows == 0:
         raise DataError(f"{where} has no rows: point prep at a non-empty data set")
-    classes = [] if label is None else list(names) if names is not None else sorted(values)
+    # Integer classes in their numeric order, so that classes 0..K-1 keep their ids (as text, 10 came before 2).
+    ordered = sorted(values, key=int) if integers else sorted(values)
+    classes = [] if label is None else list(names) if names is not None else ordered
     index = {name: i for i, name in enumerate(classes)}
 
     def label_of(value: Any, position: int) -> int:
