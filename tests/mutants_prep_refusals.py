@@ -77,4 +77,13 @@ MUTANTS = [
         samplers=("global",),
         only_test="tests/test_prep.py::test_integer_classes_keep_their_values_as_ids",
     ),
+    Mutant(
+        "unread-test-tree-not-said",
+        "prep folder of train/, val/ and test/ leaves test/ out without a word: the user believes it was used",
+        function="prep.folder",
+        edits=(("            for unread in class_folders.unread_trees(src, trees[1]):", "            for unread in []:"),),
+        backends=("arrow",),  # prep is the same for every backend and sampler
+        samplers=("global",),
+        only_test="tests/test_prep.py::test_a_folder_of_train_and_val_trees_holds_out_the_val_tree_exactly",
+    ),
 ]

@@ -123,6 +123,11 @@ def split_trees(root: Path) -> tuple[Path, Path] | None:
     return root / TRAINING_TREE, root / next(name for name in HELDOUT_TREES if name in names)
 
 
+def unread_trees(root: Path, heldout: Path) -> list[Path]:
+    """The held-out trees beside train/ that prep does not read: all but `heldout`, the first present."""
+    return [root / name for name in HELDOUT_TREES if name != heldout.name and (root / name).is_dir()]
+
+
 def read_file(path: Path, check_headers: bool) -> bytes:
     try:
         data = path.read_bytes()
