@@ -70,11 +70,11 @@ def main(
             )  # fmt: skip
             folder = RunFolder(agreed_run_dir(run.run_dir, run.resume))
             train(run, recipe, loader, heldout, folder, device, options=options, order=order)
-        except RuntimeError as err:
+        except (RuntimeError, OSError, EOFError) as err:
             if ending := worker_killed(err):  # what a restart may mend: the launcher restarts, or names it
                 report_ending(rank, ending)
                 raise SystemExit(1) from None
-            if not lost_a_peer(err):
+            if not isinstance(err, RuntimeError) or not lost_a_peer(err):
                 raise
             # Another rank died (its own message says why) and torchrun is stopping this one:
             # a traceback here would only bury that message.

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -76,25 +77,75 @@ def report_ending(rank: int, words: str) -> None:
 # raises the first, which the loader re-raises as "DataLoader worker (pid(s) N) exited unexpectedly".
 WORKER_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: (.+?)\. ")
 SIGNAL_BY_TEXT = {signal.strsignal(number): number for number in signal.Signals}
+# A worker killed while it hands over a batch closes its socket a moment before it is a zombie: the
+# loader's read then fails with the socket's own error (ConnectionResetError, EOFError) before
+# torch's handler or its check of the workers sees the death (found with 4 busy loops beside it: 1
+# run in 40). The death shows within milliseconds; this bounds how long it is looked for.
+WORKER_DEATH_WAIT_S = 2.0
+KILLED_CODES = (os.CLD_KILLED, os.CLD_DUMPED)
 
 
-def worker_killed(err: BaseException) -> str | None:
+def worker_killed(err: BaseException, wait_s: float = WORKER_DEATH_WAIT_S) -> str | None:
     """How a DataLoader worker killed by a signal ended, in words for report_ending, when `err` (or
-    what it was raised from) is torch's report of it; None for any other error."""
+    what it was raised from) is torch's report of it, or an error of the loader's socket to a child
+    of this process that a signal killed; None for any other error."""
     seen: BaseException | None = err
     while seen is not None:
         found = WORKER_KILLED.search(str(seen)) if isinstance(seen, RuntimeError) else None
         if found:
             pid, text = found.groups()
-            number = SIGNAL_BY_TEXT.get(text)
-            name = number.name if number is not None else f"a signal ({text})"
-            words = f"ended: its DataLoader worker (pid {pid}) was killed by {name}"
-            if number == signal.SIGKILL:
-                oom = "most often by the kernel's out-of-memory killer (see dmesg)"
-                return f"{words}, {oom}: pass fewer --num-workers or a smaller --batch-size"
-            return f"{words}; the worker's last output is above"
+            return killed_words(int(pid), SIGNAL_BY_TEXT.get(text), text)
         seen = seen.__cause__ or seen.__context__
+    if raised_in_the_loader(err) and (killed := killed_child(wait_s)) is not None:
+        pid, status = killed
+        return killed_words(pid, signal.Signals(status) if status in signal.valid_signals() else None, str(status))
     return None
+
+
+def killed_words(pid: int, number: signal.Signals | None, text: str) -> str:
+    name = number.name if number is not None else f"a signal ({text})"
+    words = f"ended: its DataLoader worker (pid {pid}) was killed by {name}"
+    if number == signal.SIGKILL:
+        oom = "most often by the kernel's out-of-memory killer (see dmesg)"
+        return f"{words}, {oom}: pass fewer --num-workers or a smaller --batch-size"
+    return f"{words}; the worker's last output is above"
+
+
+def raised_in_the_loader(err: BaseException) -> bool:
+    """Whether `err`, or an error it was raised from, is a socket's or pipe's error raised in
+    torch's DataLoader (reading a batch from a worker)."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError | EOFError):
+            frames = traceback_files(seen.__traceback__)
+            if any(f"{os.sep}torch{os.sep}utils{os.sep}data{os.sep}" in name for name in frames):
+                return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def traceback_files(tb) -> list[str]:
+    files = []
+    while tb is not None:
+        files.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    return files
+
+
+def killed_child(wait_s: float) -> tuple[int, int] | None:
+    """(pid, signal number) of a child of this process that a signal killed, looked for up to `wait_s`
+    without reaping it (torch's handler and the loader's shutdown still wait for it); None if none."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # no child at all
+            return None
+        if found is not None and found.si_code in KILLED_CODES:
+            return found.si_pid, found.si_status
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
 
 
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer")
