@@ -287,6 +287,15 @@ MUTANTS = [
         only_test=WORKER_KILLED,
     ),
     Mutant(
+        "killed-worker-socket-error-unread",
+        "a DataLoader worker killed while it hands over a batch (its socket's error comes before torch sees the "
+        "death) is not recognised: the rank ends with a ConnectionResetError traceback",
+        function="worker_killed",
+        edits=(("    if raised_in_the_loader(err) and", "    if False and raised_in_the_loader(err) and"),),
+        **LAUNCH_ONLY,
+        only_test="tests/test_launch.py::test_a_socket_error_in_the_loader_is_a_killed_worker_only_when_a_child_was_killed",
+    ),
+    Mutant(
         "killed-worker-ends-restarts",
         "a rank's words of how it ended are read as a cause (bad data or options): a killed DataLoader worker "
         "ends the run at once, with the restarts allowed left unused",
