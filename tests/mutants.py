@@ -127,6 +127,21 @@ MUTANTS = [
         (("wds.shuffle(shuffle_buffer, initial=shuffle_buffer, rng=rng)", "wds.shuffle(1, initial=1, rng=rng)"),),
         **WEBDATASET_ONLY,
     ),
+    Mutant(
+        "buffer-ignores-batch",
+        "the default shuffle buffer chosen for a batch of 32 whatever the batch: at 256 per rank label-sorted "
+        "shards mix worse than 1.5x an ideal shuffle",
+        "Reading.buffer_for",
+        (
+            (
+                "RUNS_PER_BATCH_SAMPLE * batch_size * self.run_samples",
+                "RUNS_PER_BATCH_SAMPLE * 32 * self.run_samples",
+            ),
+        ),
+        **WEBDATASET_ONLY,
+        only_test="tests/test_shard_buffer_shuffle_quality.py::"
+        "test_the_default_buffer_mixes_sorted_shards_within_1_5x_of_ideal_at_batch_32_and_256",
+    ),
     # 6. A seed that does not change with the epoch.
     Mutant(
         "seed-ignores-epoch",
