@@ -3,7 +3,7 @@
     decode(payload, extension, image_size=IMAGE_SIZE, generator=None, reduced_scale=True, tokenizer=BYTES) -> Tensor
 
 - images (png, jpg, jpeg, webp, bmp, gif): Pillow, turned upright by their EXIF orientation,
-  converted to RGB (`to_rgb`), then transforms.py: the eval transform (the shorter side
+  converted to RGB (`to_rgb`; an upright RGB JPEG skips both: no copy), then transforms.py: the eval transform (the shorter side
   resized to `image_size`, centre-cropped to a square) or, given a generator (training with
   augmentation), the train transform: uint8 [3, S, S], S = image_size (IMAGE_SIZE, 32, by
   default; train.py's --image-size). uint8 keeps the worker-to-trainer hand-off 4x smaller
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
+from PIL import ExifTags, Image, ImageOps
 
 from ..harness.errors import DataError
 from ..transforms import (
@@ -81,8 +81,12 @@ class Record:
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
-    """Any image Pillow opens -> 8-bit RGB as it is meant to be seen: upright, full range, opaque."""
-    image = ImageOps.exif_transpose(image)  # a phone's photo is stored sideways, with a tag
+    """Any image Pillow opens -> 8-bit RGB as it is meant to be seen: upright, full range, opaque. An
+    upright RGB image (a photo's usual JPEG) is returned as it is, loaded: no full-image copy that
+    changes nothing (ImageOps.exif_transpose copies an upright image, convert("RGB") an RGB one)."""
+    image.load()  # as exif_transpose does first: some formats read their tags with the pixels
+    if image.getexif().get(ExifTags.Base.Orientation, 1) != 1:  # a phone's photo is stored sideways, with a tag
+        image = ImageOps.exif_transpose(image)
     if image.mode.startswith("I"):  # I;16, I;16B, ... and I: 16-bit values, scaled (convert clips at 255)
         pixels = np.asarray(image).astype(np.float64)
         image = Image.fromarray(np.clip(np.rint(pixels / 257), 0, 255).astype(np.uint8), "L")
@@ -94,7 +98,7 @@ def to_rgb(image: Image.Image) -> Image.Image:
         # Palette and tRNS transparency become alpha too; La (premultiplied) goes through LA.
         rgba = (image.convert("LA") if image.mode == "La" else image).convert("RGBA")
         return Image.alpha_composite(Image.new("RGBA", rgba.size, (*BACKGROUND, 255)), rgba).convert("RGB")
-    return image.convert("RGB")
+    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def lab_to_rgb(image: Image.Image) -> Image.Image:
