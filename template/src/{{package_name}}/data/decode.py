@@ -26,7 +26,7 @@ image transforms (augmentation) are in transforms.py, the tokenizers in text.py;
 modality's decoding (audio) goes in `decode`. An extension without a decoder, or a payload that does
 not decode, is a DataError naming the sample.
 
-`decode_batch(records, num_classes, image_size=..., augment=Augment(seed, epoch), tokenizer=...)` is what a
+`decode_batch(records, num_classes, image_size=..., augment=Augment(seed, epoch, crop_scale_min), tokenizer=...)` is what a
 training batch is made with in the DataLoader workers: each image's draws come from
 streams.sample_generator(seed, epoch, its key), so a sample is augmented alike whichever
 rank or worker decodes it, and after a resume. Without `augment` (the held-out set,
@@ -48,6 +48,7 @@ from PIL import ExifTags, Image, ImageOps
 
 from ..harness.errors import DataError
 from ..transforms import (
+    SMALL_CROP_SCALE_MIN,
     Geometry,
     apply_geometry,
     as_tensor,
@@ -126,10 +127,12 @@ DECODE_ERRORS = (ValueError, OSError, EOFError, SyntaxError, Image.Decompression
 
 @dataclass(frozen=True)
 class Augment:
-    """Augment a training batch of `epoch`: each sample's draws from (seed, epoch, its key)."""
+    """Augment a training batch of `epoch`: each sample's draws from (seed, epoch, its key); the random
+    resized crop keeps at least `crop_scale_min` of the image's area (the recipe's --crop-scale-min)."""
 
     seed: int
     epoch: int
+    crop_scale_min: float = SMALL_CROP_SCALE_MIN
 
 
 def decode_image(
@@ -141,7 +144,11 @@ def decode_image(
 
 
 def decode_image_drawn(
-    payload: bytes, image_size: int, generator: torch.Generator | None, reduced_scale: bool = True
+    payload: bytes,
+    image_size: int,
+    generator: torch.Generator | None,
+    reduced_scale: bool = True,
+    crop_scale_min: float = SMALL_CROP_SCALE_MIN,
 ) -> tuple[torch.Tensor, Geometry, tuple[float, float]]:
     """decode_image, also returning the geometry it applied (the train transform's draws, or the eval
     transform's centre square), for the sample's other spatial fields (its masks) to follow, and the
@@ -160,7 +167,7 @@ def decode_image_drawn(
         geometry = (
             centre_geometry(image.width, image.height)
             if generator is None
-            else draw_geometry(image.width, image.height, generator)
+            else draw_geometry(image.width, image.height, generator, crop_scale_min)
         )
         return as_tensor(apply_geometry(image, geometry, image_size)), geometry.extended_to(*extent), extent
 
@@ -341,7 +348,10 @@ def decode_batch(
             generator = sample_generator(augment.seed, augment.epoch, record.key) if augment else None
             geometry = None
             if record.extension in IMAGE_EXTENSIONS:
-                x, geometry, _ = decode_image_drawn(record.payload, image_size, generator, reduced_scale)
+                crop_scale_min = augment.crop_scale_min if augment else SMALL_CROP_SCALE_MIN  # with a generator only
+                x, geometry, _ = decode_image_drawn(
+                    record.payload, image_size, generator, reduced_scale, crop_scale_min
+                )
             else:
                 x = decode(record.payload, record.extension, image_size, generator, reduced_scale, tokenizer)
             tensors.append(x)
