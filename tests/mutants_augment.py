@@ -70,9 +70,42 @@ MUTANTS = [
         "augment-epoch-left-out",
         "the loader augments every epoch alike: a sample gets the same crop and flip in every epoch",
         function="RankLoader.batch_maker",
-        edits=(("Augment(self.seed, epoch)", "Augment(self.seed, 0)"),),
+        edits=(("Augment(self.seed, epoch, self.crop_scale_min)", "Augment(self.seed, 0, self.crop_scale_min)"),),
         backends=("memory", "webdataset"),
         samplers=("global", "shard_buffer"),
         only_test=f"{TEST}::test_a_sample_is_augmented_otherwise_in_another_epoch",
+    ),
+    Mutant(
+        "crop-scale-hard-coded",
+        "the crop's share of the area is the old (0.5, 1) whatever --crop-scale-min says: ImageNet's (0.08, 1) "
+        "is recorded in config.json but never drawn",
+        function="draw_geometry",
+        edits=(
+            (
+                "random_crop_box(width, height, generator, (crop_scale_min, 1.0))",
+                "random_crop_box(width, height, generator)",
+            ),
+        ),
+        backends=("memory",),  # transforms.py is the same for every backend and sampler
+        samplers=("global",),
+        only_test=f"{TEST}::test_the_crop_keeps_at_least_crop_scale_min_of_the_area",
+    ),
+    Mutant(
+        "crop-scale-default-by-size-ignored",
+        "--crop-scale-min's default is 0.5 at every --image-size: a 224 px photo run trains with the 32 px crop range",
+        function="default_crop_scale_min",
+        edits=(("if image_size >= IMAGENET_CROP_FROM else", "if image_size < 0 else"),),
+        backends=("memory",),
+        samplers=("global",),
+        only_test=f"{TEST}::test_crop_scale_min_defaults_by_image_size_is_recorded_and_refused_otherwise_on_resume",
+    ),
+    Mutant(
+        "loader-ignores-crop-scale",
+        "the training loader draws its crops with the default range, not the crop_scale_min train.py passes it",
+        function="RankLoader.batch_maker",
+        edits=(("Augment(self.seed, epoch, self.crop_scale_min)", "Augment(self.seed, epoch)"),),
+        backends=("memory", "webdataset"),  # one map-style loader, the streaming one
+        samplers=("global", "shard_buffer"),
+        only_test=f"{TEST}::test_the_loader_crops_with_its_crop_scale_min",
     ),
 ]

@@ -67,6 +67,7 @@ def main(
                 run.data, reading=reading, seed=recipe.seed, world_size=world_size, rank=rank,
                 batch_size=recipe.batch_size, pin_memory=device.type == "cuda",
                 image_size=recipe.image_size, augment=recipe.augment, tokenizer=recipe.text_tokenizer(),
+                crop_scale_min=recipe.crop_scale_min,
             )  # fmt: skip
             folder = RunFolder(agreed_run_dir(run.run_dir, run.resume))
             train(run, recipe, loader, heldout, folder, device, options=options, order=order)

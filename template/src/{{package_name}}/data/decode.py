@@ -3,7 +3,7 @@
     decode(payload, extension, image_size=IMAGE_SIZE, generator=None, reduced_scale=True, tokenizer=BYTES) -> Tensor
 
 - images (png, jpg, jpeg, webp, bmp, gif): Pillow, turned upright by their EXIF orientation,
-  converted to RGB (`to_rgb`), then transforms.py: the eval transform (the shorter side
+  converted to RGB (`to_rgb`; an upright RGB JPEG skips both: no copy), then transforms.py: the eval transform (the shorter side
   resized to `image_size`, centre-cropped to a square) or, given a generator (training with
   augmentation), the train transform: uint8 [3, S, S], S = image_size (IMAGE_SIZE, 32, by
   default; train.py's --image-size). uint8 keeps the worker-to-trainer hand-off 4x smaller
@@ -26,7 +26,7 @@ image transforms (augmentation) are in transforms.py, the tokenizers in text.py;
 modality's decoding (audio) goes in `decode`. An extension without a decoder, or a payload that does
 not decode, is a DataError naming the sample.
 
-`decode_batch(records, num_classes, image_size=..., augment=Augment(seed, epoch), tokenizer=...)` is what a
+`decode_batch(records, num_classes, image_size=..., augment=Augment(seed, epoch, crop_scale_min), tokenizer=...)` is what a
 training batch is made with in the DataLoader workers: each image's draws come from
 streams.sample_generator(seed, epoch, its key), so a sample is augmented alike whichever
 rank or worker decodes it, and after a resume. Without `augment` (the held-out set,
@@ -44,10 +44,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
+from PIL import ExifTags, Image, ImageOps
 
 from ..harness.errors import DataError
 from ..transforms import (
+    SMALL_CROP_SCALE_MIN,
     Geometry,
     apply_geometry,
     as_tensor,
@@ -81,8 +82,12 @@ class Record:
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
-    """Any image Pillow opens -> 8-bit RGB as it is meant to be seen: upright, full range, opaque."""
-    image = ImageOps.exif_transpose(image)  # a phone's photo is stored sideways, with a tag
+    """Any image Pillow opens -> 8-bit RGB as it is meant to be seen: upright, full range, opaque. An
+    upright RGB image (a photo's usual JPEG) is returned as it is, loaded: no full-image copy that
+    changes nothing (ImageOps.exif_transpose copies an upright image, convert("RGB") an RGB one)."""
+    image.load()  # as exif_transpose does first: some formats read their tags with the pixels
+    if image.getexif().get(ExifTags.Base.Orientation, 1) != 1:  # a phone's photo is stored sideways, with a tag
+        image = ImageOps.exif_transpose(image)
     if image.mode.startswith("I"):  # I;16, I;16B, ... and I: 16-bit values, scaled (convert clips at 255)
         pixels = np.asarray(image).astype(np.float64)
         image = Image.fromarray(np.clip(np.rint(pixels / 257), 0, 255).astype(np.uint8), "L")
@@ -94,7 +99,7 @@ def to_rgb(image: Image.Image) -> Image.Image:
         # Palette and tRNS transparency become alpha too; La (premultiplied) goes through LA.
         rgba = (image.convert("LA") if image.mode == "La" else image).convert("RGBA")
         return Image.alpha_composite(Image.new("RGBA", rgba.size, (*BACKGROUND, 255)), rgba).convert("RGB")
-    return image.convert("RGB")
+    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def lab_to_rgb(image: Image.Image) -> Image.Image:
@@ -122,10 +127,12 @@ DECODE_ERRORS = (ValueError, OSError, EOFError, SyntaxError, Image.Decompression
 
 @dataclass(frozen=True)
 class Augment:
-    """Augment a training batch of `epoch`: each sample's draws from (seed, epoch, its key)."""
+    """Augment a training batch of `epoch`: each sample's draws from (seed, epoch, its key); the random
+    resized crop keeps at least `crop_scale_min` of the image's area (the recipe's --crop-scale-min)."""
 
     seed: int
     epoch: int
+    crop_scale_min: float = SMALL_CROP_SCALE_MIN
 
 
 def decode_image(
@@ -137,7 +144,11 @@ def decode_image(
 
 
 def decode_image_drawn(
-    payload: bytes, image_size: int, generator: torch.Generator | None, reduced_scale: bool = True
+    payload: bytes,
+    image_size: int,
+    generator: torch.Generator | None,
+    reduced_scale: bool = True,
+    crop_scale_min: float = SMALL_CROP_SCALE_MIN,
 ) -> tuple[torch.Tensor, Geometry, tuple[float, float]]:
     """decode_image, also returning the geometry it applied (the train transform's draws, or the eval
     transform's centre square), for the sample's other spatial fields (its masks) to follow, and the
@@ -156,7 +167,7 @@ def decode_image_drawn(
         geometry = (
             centre_geometry(image.width, image.height)
             if generator is None
-            else draw_geometry(image.width, image.height, generator)
+            else draw_geometry(image.width, image.height, generator, crop_scale_min)
         )
         return as_tensor(apply_geometry(image, geometry, image_size)), geometry.extended_to(*extent), extent
 
@@ -337,7 +348,10 @@ def decode_batch(
             generator = sample_generator(augment.seed, augment.epoch, record.key) if augment else None
             geometry = None
             if record.extension in IMAGE_EXTENSIONS:
-                x, geometry, _ = decode_image_drawn(record.payload, image_size, generator, reduced_scale)
+                crop_scale_min = augment.crop_scale_min if augment else SMALL_CROP_SCALE_MIN  # with a generator only
+                x, geometry, _ = decode_image_drawn(
+                    record.payload, image_size, generator, reduced_scale, crop_scale_min
+                )
             else:
                 x = decode(record.payload, record.extension, image_size, generator, reduced_scale, tokenizer)
             tensors.append(x)
