@@ -109,6 +109,42 @@ MUTANTS = [
         only_test="tests/test_bench_rows.py",
     ),
     Mutant(
+        "bench-ignores-image-size",
+        "bench --image-size N decodes its loader rows at the loader's default size (32 px): a row says "
+        "nothing of training at N",
+        function="Training.loader",
+        edits=(
+            ("            image_size=self.image_size, augment=self.augment,\n", "            augment=self.augment,\n"),
+        ),
+        **MEMORY_ONLY,
+        only_test="tests/test_bench_rows.py",
+    ),
+    Mutant(
+        "cores-from-wall-rate",
+        "the cores line divides the GPU rate by the loader's samples per wall second, not per CPU-second: "
+        "with K workers it says K times too few cores",
+        function="cores_needed",
+        edits=(("return gpu_rate / loader_row.samples_per_cpu_s", "return gpu_rate / loader_row.samples_per_s"),),
+        **MEMORY_ONLY,
+        only_test="tests/test_bench_rows.py",
+    ),
+    Mutant(
+        "decode-ceiling-decodes-fewer",
+        "the decode ceiling decodes the first sample of each batch and counts the batch: a ceiling too high",
+        function="ceiling_decodes",
+        edits=(('        for record in batch["records"]:\n', '        for record in batch["records"][:1]:\n'),),
+        **MEMORY_ONLY,
+        only_test="tests/test_bench_rows.py",
+    ),
+    Mutant(
+        "bench-needs-matplotlib",
+        "bench raises after measuring when matplotlib is missing: no table, exit 2",
+        function="bench.figure",
+        edits=(("        return False\n", '        raise DataError("matplotlib is not installed") from None\n'),),
+        **MEMORY_ONLY,
+        only_test="tests/test_bench_rows.py",
+    ),
+    Mutant(
         "bench-leaves-torchrun-logs",
         "the bench's memory-per-node ranks run without a log folder of their own: torchrun leaves a "
         "torchelastic_* folder in TMPDIR after every measurement",

@@ -2,6 +2,11 @@
 
     python -m <package>.bench --data data            # table on stdout; bench/bench.json and bench/bench.png
     python -m <package>.bench --data data --ranks 4  # memory per node with 4 real ranks
+    python -m <package>.bench --data data --image-size 224 --augment  # decoded as training at 224 px
+
+The decoded rows decode at --image-size, augmented under --augment (training's decode); the
+last line says how many cores feed --gpu-rate images a second to one GPU at the loader's
+samples per CPU-second. Without matplotlib the table is printed and no bench.png drawn.
 
 One rank (world size 1) reads a whole epoch of the data; every figure is the median of
 --repeats passes, the kinds of pass taking turns so that a slow moment of a shared
@@ -20,7 +25,11 @@ cache is warm unless a row says cold. Rows:
   decoded by decode.decode_batch in this one process, only the decoding timed: the
   samples/s (images/s for images) one DataLoader worker can decode of this data set's
   payloads. The samples counted are those decode_batch returned.
-- peer: what a user would write instead, on the same data and batch size (see bench_backend.peer_loader).
+- decode ceiling: every sample of an epoch decoded at full scale and nothing else (no resize,
+  no crop), in one process. Every row is also given in samples per CPU-second (this process and
+  the workers it waited for) and as a share of this row's.
+- peer: what a user would write instead, on the same data and batch size (see bench_backend.peer_loader);
+  decoded at --image-size, with a random resized crop + flip under --augment.
 - loader, read, cold: the read pass after the data's pages were dropped from the page
   cache (posix_fadvise DONTNEED; Linux), so the storage itself is read.
 - memory per node: W real ranks (torchrun) with K workers each read one epoch; the total
@@ -39,6 +48,7 @@ Targets (each row of "targets" in bench.json says met or not, with the figure): 
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import platform
@@ -48,18 +58,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import torch
 import typer
+from PIL import Image
 
 from . import bench_backend
 from .bench_backend import BACKEND, FORMAT, BackendOptions, Data, peer_loader
 from .bench_timing import Pass, Row, loader_passes, measure_in_turns, plural, timed
-from .data.decode import MakeBatch, Record, decode_batch, payload_batch
+from .data.decode import IMAGE_EXTENSIONS, IMAGE_SIZE, MakeBatch, Record, decode, decode_batch, payload_batch
 from .data.loader import RankLoader
 from .data.manifest import inside, open_manifest
 from .data.reading import Reading
@@ -68,6 +79,7 @@ from .harness.options import options_of
 
 READ_PIECE = 8 << 20  # the ceiling reads files in pieces of this many bytes
 CHECKSUM_SECONDS = 0.5  # how long the checksum speed test hashes
+GPU_RATE = 2500  # --gpu-rate's default: images per second one GPU trains on (a ResNet-50 on an A100, about)
 MEMORY_MIN_BYTES = 64 << 20  # smaller data sets report memory per node, but do not judge its target
 TARGETS = {
     # name: (what, goal, higher is better)
@@ -84,6 +96,35 @@ TARGETS = {
     "read_vs_peer": ("loader read / peer read, K workers", bench_backend.READ_VS_PEER_GOAL, True),
     **bench_backend.TARGETS,  # the backend's own
 }
+
+
+@dataclass(frozen=True)
+class Training:
+    """What the decoded rows decode like: training's image size and augmentation (train's
+    --image-size and --augment), and the GPU rate the cores line feeds."""
+
+    image_size: int = IMAGE_SIZE
+    augment: bool = False
+    gpu_rate: float = GPU_RATE
+
+    def check(self) -> None:
+        if self.image_size < 1 or self.gpu_rate <= 0:
+            raise DataError(
+                f"--image-size must be at least 1 and --gpu-rate above 0, not {self.image_size} and {self.gpu_rate}"
+            )
+
+    def loader(self, data: str | Path, reading: Reading, batch_size: int) -> RankLoader:
+        """The project's loader on one rank, 0 workers (the rows copy it with theirs), decoding as training does."""
+        return RankLoader(
+            data, reading=replace(reading, num_workers=0), seed=0, world_size=1, rank=0, batch_size=batch_size,
+            image_size=self.image_size, augment=self.augment,
+        )  # fmt: skip
+
+    def peer(self, data: str | Path, manifest: dict, batch_size: int, num_workers: int, make_batch: MakeBatch | None):
+        return peer_loader(
+            data, manifest, batch_size, num_workers, make_batch, image_size=self.image_size, augment=self.augment
+        )
+
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -148,8 +189,8 @@ def record_batch(records: Sequence[Record], num_classes: int) -> dict:
 
 def decoded_batches(
     loader: RankLoader, epoch: int, reduced_scale: bool = True
-) -> Iterator[tuple[dict, float, list[str]]]:
-    """(the batch as training decodes it, the seconds decoding took, its payload kinds), batch after
+) -> Iterator[tuple[dict, float, float, list[str]]]:
+    """(the batch as training decodes it, the seconds and CPU-seconds decoding took, its payload kinds), batch after
     batch of `epoch`: the loader reads the stored records (its settings, `record_batch`), untimed;
     decode_batch (at the loader's image size and augmentation) decodes them in this process, timed.
     `reduced_scale=False`: every JPEG pixel decoded (decode.py), for the full-scale row."""
@@ -157,21 +198,68 @@ def decoded_batches(
     decode_records = with_settings(loader, loader.num_workers, None).batch_maker(epoch)  # what training decodes with
     num_classes = loader.manifest["num_classes"]
     for batch in reader.epoch(epoch):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         decoded = decode_records(batch["records"], num_classes, reduced_scale=reduced_scale)
-        yield decoded, time.perf_counter() - start, [record.extension for record in batch["records"]]
+        took, cpu_took = time.perf_counter() - start, time.process_time() - cpu
+        yield decoded, took, cpu_took, [record.extension for record in batch["records"]]
 
 
 def decode_pass(loader: RankLoader, epoch: int, reduced_scale: bool = True) -> tuple[Pass, list[str]]:
     """(one pass of the decode row, the payload kinds it met): decoding time only; the samples
     counted are those decoding returned, not those read."""
-    samples, seconds, first, kinds = 0, 0.0, None, set()
-    for decoded, took, extensions in decoded_batches(loader, epoch, reduced_scale):
-        seconds += took
+    samples, seconds, cpu, first, kinds = 0, 0.0, 0.0, None, set()
+    for decoded, took, cpu_took, extensions in decoded_batches(loader, epoch, reduced_scale):
+        seconds, cpu = seconds + took, cpu + cpu_took
         first = seconds if first is None else first
         samples += len(decoded["key"])
         kinds.update(extensions)
-    return Pass(samples, seconds, first or 0.0), sorted(kinds)
+    return Pass(samples, seconds, first or 0.0, cpu), sorted(kinds)
+
+
+def decode_only(record: Record) -> None:
+    """The payload decoded and nothing else: an image's every pixel (no reduced scale, no resize,
+    no crop), any other payload as decode.decode makes it."""
+    if record.extension in IMAGE_EXTENSIONS:
+        with Image.open(io.BytesIO(record.payload)) as image:
+            image.convert("RGB")
+    else:
+        decode(record.payload, record.extension)
+
+
+def ceiling_decodes(loader: RankLoader, epoch: int) -> Iterator[tuple[list, float, float]]:
+    """(the keys decoded, seconds, CPU-seconds), batch after batch of `epoch`: the loader reads the
+    stored records (untimed), decode_only decodes each in this one process, timed."""
+    reader = with_settings(loader, loader.num_workers, record_batch)
+    for batch in reader.epoch(epoch):
+        start, cpu = time.perf_counter(), time.process_time()
+        for record in batch["records"]:
+            decode_only(record)
+        yield [record.key for record in batch["records"]], time.perf_counter() - start, time.process_time() - cpu
+
+
+def decode_ceiling_row(loader: RankLoader, repeats: int) -> Row:
+    """The decode ceiling of this data: every sample of an epoch decoded at full scale and nothing
+    else, in one process; every row's samples per CPU-second is reported as a share of it."""
+    row = Row("decode_ceiling", "decode ceiling: decode only, full scale, 1 process")
+    for repeat in range(repeats):
+        samples, seconds, cpu, first = 0, 0.0, 0.0, None
+        for keys, took, cpu_took in ceiling_decodes(loader, repeat + 1):
+            samples, seconds, cpu = samples + len(keys), seconds + took, cpu + cpu_took
+            first = seconds if first is None else first
+        row.add(Pass(samples, seconds, first or 0.0, cpu), repeat, repeats)
+    return row
+
+
+def cores_needed(loader_row: Row, gpu_rate: float) -> float:
+    """The cores that feed `gpu_rate` samples per second to one GPU at the loader row's samples per CPU-second."""
+    return gpu_rate / loader_row.samples_per_cpu_s
+
+
+def cores_line(loader_row: Row, gpu_rate: float) -> str:
+    return (
+        f"to feed {gpu_rate:,.0f} img/s per GPU this data needs about {cores_needed(loader_row, gpu_rate):.1f} cores "
+        f"({loader_row.what}: {loader_row.samples_per_cpu_s:,.0f} samples per CPU-second)"
+    )
 
 
 JPEG_KINDS = frozenset({"jpg", "jpeg"})
@@ -216,7 +304,9 @@ def cold_row(read_wk: RankLoader, files: list[Path], repeats: int) -> Row:
 
 
 def row_reports(measured: list[Row], rate: float, mean_bytes: float) -> list[dict]:
-    """bench.json's rows: each row's medians, as a fraction of the ceiling's `rate` too, and its passes."""
+    """bench.json's rows: each row's medians, as a fraction of the read ceiling's `rate` too, its
+    samples per CPU-second and their share of the decode ceiling's, and its passes."""
+    decode_rate = next(r.samples_per_cpu_s for r in measured if r.name == "decode_ceiling")
     return [
         {
             "name": r.name,
@@ -224,6 +314,8 @@ def row_reports(measured: list[Row], rate: float, mean_bytes: float) -> list[dic
             "samples_per_s": r.samples_per_s,
             "mb_per_s": r.samples_per_s * mean_bytes / 1e6,
             "of_ceiling": r.samples_per_s / rate,
+            "samples_per_cpu_s": r.samples_per_cpu_s,
+            "of_decode_ceiling": r.samples_per_cpu_s / decode_rate,
             "first_batch_s": r.first_batch,
             "passes": [asdict(p) for p in r.passes],
         }
@@ -352,21 +444,19 @@ def checksum_speeds() -> dict:
 # --- data behind a URL or in a bucket --------------------------------------------------------
 
 
-def run_remote(data: str, batch_size: int, reading: Reading, repeats: int) -> dict:
+def run_remote(data: str, batch_size: int, reading: Reading, repeats: int, training: Training) -> dict:
     """The rows that need no local files, for data over http(s) or in a bucket: the ceiling is
     the shards read whole (one GET each); no cold pass (no page cache to drop), no memory per
     node and no claims (both measure local files)."""
     start = time.perf_counter()
-    loader = RankLoader(
-        data, reading=replace(reading, num_workers=0), seed=0, world_size=1, rank=0, batch_size=batch_size
-    )
+    loader = training.loader(data, reading, batch_size)
     opened = time.perf_counter() - start
     manifest, num_workers = loader.manifest, reading.num_workers
     num_samples, mean_bytes = manifest["num_samples"], manifest["payload_bytes"] / manifest["num_samples"]
     print(f"{BACKEND}: {num_samples:,} samples of {mean_bytes / 1e3:.1f} KB on average, in {data}")
     read_w0 = with_settings(loader, 0, payload_batch)
     read_wk = with_settings(loader, num_workers, payload_batch)
-    decoded_wk = with_settings(loader, num_workers, decode_batch)
+    decoded_wk = with_settings(loader, num_workers, None)  # at training's size and augmentation
     workers = plural(num_workers, "worker")
     rows = {
         "ceiling": (
@@ -377,8 +467,12 @@ def run_remote(data: str, batch_size: int, reading: Reading, repeats: int) -> di
         "read_wk": (f"loader, read, {workers}", loader_passes(read_wk)),
         "decoded_wk": (f"loader, decoded, {workers}", loader_passes(decoded_wk)),
         "peer_read_wk": (f"peer, read, {workers}", peer_loader(data, manifest, batch_size, num_workers, payload_batch)),
+        "peer_decoded_wk": (
+            f"peer, decoded, {workers}",
+            training.peer(data, manifest, batch_size, num_workers, decode_batch),
+        ),
     }
-    measured = warm_then_measure(rows, repeats) + decode_rows(read_w0, repeats)
+    measured = warm_then_measure(rows, repeats) + decode_rows(read_w0, repeats) + [decode_ceiling_row(read_w0, repeats)]
     by_name = {row.name: row for row in measured}
     rate = by_name["ceiling"].samples_per_s
     ratios = {
@@ -391,12 +485,13 @@ def run_remote(data: str, batch_size: int, reading: Reading, repeats: int) -> di
         "backend": BACKEND,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "data": {"path": data, "num_samples": num_samples, "payload_bytes": manifest["payload_bytes"]},
-        "settings": {"batch_size": batch_size, "num_workers": num_workers, "repeats": repeats},
+        "settings": settings(batch_size, num_workers, repeats, training),
         "open_seconds": opened,
         "rows": row_reports(measured, rate, mean_bytes),
         "ratios": ratios,
         "targets": [row for row in target_rows(ratios) if row["value"] is not None],
         "table": table(measured, rate, mean_bytes),
+        "cores": cores_report(by_name["decoded_wk"], training.gpu_rate),
     }
 
 
@@ -412,25 +507,45 @@ def target_rows(ratios: dict) -> list[dict]:
     return rows
 
 
+def settings(batch_size: int, num_workers: int, repeats: int, training: Training) -> dict:
+    return {"batch_size": batch_size, "num_workers": num_workers, "repeats": repeats, **asdict(training)}
+
+
+def cores_report(loader_row: Row, gpu_rate: float) -> dict:
+    """The cores line of the loader's decoded row with K workers, what training runs."""
+    return {
+        "gpu_rate": gpu_rate,
+        "row": loader_row.name,
+        "samples_per_cpu_s": loader_row.samples_per_cpu_s,
+        "cores": cores_needed(loader_row, gpu_rate),
+        "line": cores_line(loader_row, gpu_rate),
+    }
+
+
 def table(rows: list[Row], ceiling_rate: float, mean_bytes: float) -> str:
+    """One line a row: samples/s and MB/s (wall), as a share of the read ceiling, samples per
+    CPU-second and their share of the decode ceiling's, and the first batch's wait."""
+    decode_rate = next(row.samples_per_cpu_s for row in rows if row.name == "decode_ceiling")
     lines = [
-        "| measurement | samples/s | MB/s | of ceiling | first batch (s) |",
-        "|---|---:|---:|---:|---:|",
+        "| measurement | samples/s | MB/s | of read ceiling | samples/CPU-s | of decode ceiling | first batch (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
             f"| {row.what} | {row.samples_per_s:,.0f} | {row.samples_per_s * mean_bytes / 1e6:,.1f} | "
-            f"{row.samples_per_s / ceiling_rate:.2f} | {row.first_batch:.2f} |"
+            f"{row.samples_per_s / ceiling_rate:.2f} | {row.samples_per_cpu_s:,.0f} | "
+            f"{row.samples_per_cpu_s / decode_rate:.2f} | {row.first_batch:.2f} |"
         )
     return "\n".join(lines)
 
 
-def figure(rows: list[dict], path: Path, title: str) -> None:
-    """Horizontal bars: each row's samples/s as a fraction of the ceiling."""
+def figure(rows: list[dict], path: Path, title: str) -> bool:
+    """Horizontal bars: each row's samples/s as a fraction of the ceiling; False (nothing drawn)
+    where matplotlib is not installed."""
     try:
         import matplotlib
     except ImportError:
-        raise DataError("matplotlib is not installed: pip install -e '.[audit]'") from None
+        return False
     matplotlib.use("Agg")  # files only: works without a display
     import matplotlib.pyplot as plt
 
@@ -449,6 +564,7 @@ def figure(rows: list[dict], path: Path, title: str) -> None:
     fig.savefig(partial, dpi=110)
     plt.close(fig)
     partial.replace(path)
+    return True
 
 
 @app.command()
@@ -461,6 +577,11 @@ def main(
     batch_size: Annotated[int, typer.Option(help="Samples per batch")] = 256,
     repeats: Annotated[int, typer.Option(help="Timed passes per row (the median is reported)")] = 3,
     ranks: Annotated[int, typer.Option(help="W for memory per node (0: skip it)")] = 2,
+    image_size: Annotated[int, typer.Option(help="Side the decoded rows decode to: train's --image-size")] = IMAGE_SIZE,
+    augment: Annotated[
+        bool, typer.Option(help="Decoded rows with the train transform (random resized crop + flip), as training")
+    ] = False,
+    gpu_rate: Annotated[float, typer.Option(help="Images per second one GPU trains on, for the cores line")] = GPU_RATE,
     cold: Annotated[bool, typer.Option(help="Also time a pass with the data dropped from the page cache")] = True,
     claims_too: Annotated[
         bool, typer.Option("--claims/--no-claims", help="Also measure the backend's design claims")
@@ -474,13 +595,15 @@ def main(
             raise DataError("--batch-size, --num-workers and --repeats must be at least 1, --ranks at least 0")
 
         backend.check()
-        report, sections = measure(data, batch_size, reading, backend, repeats, ranks, cold, claims_too)
+        training = Training(image_size, augment, gpu_rate)
+        training.check()
+        report, sections = measure(data, batch_size, reading, backend, repeats, ranks, cold, claims_too, training)
         out.mkdir(parents=True, exist_ok=True)
         partial = out / "bench.json.partial"
         partial.write_text(json.dumps(report, indent=2) + "\n")
         partial.replace(out / "bench.json")
         samples = report["data"]["num_samples"]
-        figure(report["rows"], out / "bench.png", f"{BACKEND}: {samples:,} samples, batch {batch_size}")
+        drawn = figure(report["rows"], out / "bench.png", f"{BACKEND}: {samples:,} samples, batch {batch_size}")
         print(report["table"])
         for section in sections:
             print(report[section]["table"])
@@ -488,7 +611,11 @@ def main(
             verdict = "n/a" if target["met"] is None else ("met" if target["met"] else "NOT met")
             value = "-" if target["value"] is None else f"{target['value']:.2f}"
             print(f"target {target['what']}: {value} (goal {target['goal']}): {verdict}")
-        print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+        if drawn:
+            print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+        else:
+            print(f"wrote {out / 'bench.json'}; no bench.png: matplotlib is not installed (pip install -e '.[audit]')")
+        print(report["cores"]["line"])
 
 
 def measure(
@@ -500,15 +627,16 @@ def measure(
     ranks: int,
     cold: bool,
     claims_too: bool,
+    training: Training = Training(),
 ) -> tuple[dict, list[str]]:
     """(the report, the names of the backend's own sections in it): for data behind a URL or in a
     bucket, the rows that need no local files (and no server of the bench's own); else every
     row, then the backend's own rows (bench_backend.more_rows) with their ratios and targets."""
     if bench_backend.is_remote(data):
-        return run_remote(str(data), batch_size, reading, repeats), []
+        return run_remote(str(data), batch_size, reading, repeats, training), []
     data = Path(data)
     manifest, _ = open_manifest(data, FORMAT)  # every path it names checked to stay inside `data`
-    report = run(data, manifest, batch_size, reading, repeats, ranks, cold, claims_too)
+    report = run(data, manifest, batch_size, reading, repeats, ranks, cold, claims_too, training)
     sections = bench_backend.more_rows(data, manifest, batch_size, reading, repeats, backend)
     for name, section in sections.items():
         report[name] = section
@@ -526,20 +654,19 @@ def run(
     ranks: int,
     cold: bool,
     claims_too: bool,
+    training: Training = Training(),
 ) -> dict:
     num_workers = reading.num_workers
     num_samples, mean_bytes = manifest["num_samples"], manifest["payload_bytes"] / manifest["num_samples"]
     files = data_files(data, manifest)
     print(f"{BACKEND}: {num_samples:,} samples of {mean_bytes / 1e3:.1f} KB on average, in {len(files):,} files")
     start = time.perf_counter()
-    loader = RankLoader(
-        data, reading=replace(reading, num_workers=0), seed=0, world_size=1, rank=0, batch_size=batch_size
-    )
+    loader = training.loader(data, reading, batch_size)
     opened = time.perf_counter() - start
     read_w0 = with_settings(loader, 0, payload_batch)
     read_wk = with_settings(loader, num_workers, payload_batch)
-    decoded_w0 = with_settings(loader, 0, decode_batch)
-    decoded_wk = with_settings(loader, num_workers, decode_batch)
+    decoded_w0 = with_settings(loader, 0, None)  # None: decode_batch at training's size and augmentation
+    decoded_wk = with_settings(loader, num_workers, None)
     rows = {
         "ceiling": ("ceiling: the files read start to end", ceiling(files, num_samples)),
         "read_w0": ("loader, read, 0 workers", loader_passes(read_w0)),
@@ -552,10 +679,10 @@ def run(
         ),
         "peer_decoded_wk": (
             f"peer, decoded, {plural(num_workers, 'worker')}",
-            peer_loader(data, manifest, batch_size, num_workers, decode_batch),
+            training.peer(data, manifest, batch_size, num_workers, decode_batch),
         ),
     }
-    measured = warm_then_measure(rows, repeats) + decode_rows(read_w0, repeats)
+    measured = warm_then_measure(rows, repeats) + decode_rows(read_w0, repeats) + [decode_ceiling_row(read_w0, repeats)]
     by_name = {row.name: row for row in measured}
     if cold and drop_from_page_cache(files):
         measured.append(cold_row(read_wk, files, repeats))
@@ -589,9 +716,10 @@ def run(
             "files": len(files),
             "file_bytes": sum(p.stat().st_size for p in files),
         },
-        "settings": {"batch_size": batch_size, "num_workers": num_workers, "repeats": repeats},
+        "settings": settings(batch_size, num_workers, repeats, training),
         "open_seconds": opened,
         "rows": row_reports(measured, rate, mean_bytes),
+        "cores": cores_report(by_name["decoded_wk"], training.gpu_rate),
     }
     if ranks:
         report["memory_per_node"] = memory_per_node(data, manifest["payload_bytes"], ranks, num_workers, batch_size)

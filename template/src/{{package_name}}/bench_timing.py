@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import statistics
 import time
 from collections.abc import Callable, Iterable
@@ -12,22 +13,31 @@ from .data.loader import RankLoader
 
 @dataclass
 class Pass:
-    """One timed pass: `samples` delivered in `seconds`, the first batch after `first_batch`."""
+    """One timed pass: `samples` delivered in `seconds`, the first batch after `first_batch`,
+    `cpu_seconds` of CPU spent by this process and the workers it waited for meanwhile."""
 
     samples: int
     seconds: float
     first_batch: float
+    cpu_seconds: float = 0.0
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its ended children (DataLoader workers,
+    joined at the end of each epoch): a pass's CPU is the difference across it."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def timed(batches: Iterable[dict]) -> Pass:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     first = None
     samples = 0
     for batch in batches:
         if first is None:
             first = time.perf_counter() - start
         samples += len(batch["key"] if "key" in batch else batch["x"])  # a peer's batches have no keys
-    return Pass(samples, time.perf_counter() - start, first or 0.0)
+    return Pass(samples, time.perf_counter() - start, first or 0.0, cpu_seconds() - cpu)
 
 
 @dataclass
@@ -45,6 +55,11 @@ class Row:
     @property
     def samples_per_s(self) -> float:
         return statistics.median(p.samples / p.seconds for p in self.passes)
+
+    @property
+    def samples_per_cpu_s(self) -> float:
+        """Samples per CPU-second (this process and its workers): what a core delivers, whatever else runs."""
+        return statistics.median(p.samples / max(p.cpu_seconds, 1e-9) for p in self.passes)
 
     @property
     def first_batch(self) -> float:
