@@ -108,4 +108,15 @@ MUTANTS = [
         samplers=("global", "shard_buffer"),
         only_test=f"{TEST}::test_the_loader_crops_with_its_crop_scale_min",
     ),
+    Mutant(
+        "older-run-resumed-with-another-crop-scale",
+        "a run from before --crop-scale-min (its checkpoint without it: 0.5 at any size) resumed at 224 px crops "
+        "with 0.08 from then on, without a word",
+        function="check_same_options",
+        edits=(("    for name, value in {**recorded, **before}.items():", "    for name, value in recorded.items():"),),
+        backends=("arrow",),
+        samplers=("global",),
+        only_test="tests/test_augmentation.py::"
+        "test_crop_scale_min_defaults_by_image_size_is_recorded_and_refused_otherwise_on_resume",
+    ),
 ]

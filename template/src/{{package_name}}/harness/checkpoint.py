@@ -334,9 +334,15 @@ def write_checkpoint(
     dist.barrier()
 
 
+# What a run made before an option existed used in its place: a resume of such a run (its checkpoint
+# without the option) must match it, or it would change silently (--crop-scale-min: 0.5 at any size).
+BEFORE_RECORDED: dict[str, Any] = {"crop_scale_min": 0.5}
+
+
 def check_same_options(recorded: dict[str, Any], options: dict[str, Any], run_dir: Path) -> None:
     """Refuse to resume with another recipe, or other options the data order depends on."""
-    for name, value in recorded.items():
+    before = {name: value for name, value in BEFORE_RECORDED.items() if name in options and name not in recorded}
+    for name, value in {**recorded, **before}.items():
         if options.get(name) == value:
             continue
         if name == "data_manifest_sha256":
