@@ -282,7 +282,7 @@ MUTANTS = [
         "killed-worker-signal-unread",
         "only the error torch raises last is read, which names no signal: a killed worker's rank ends with a traceback",
         function="worker_killed",
-        edits=(("        seen = seen.__cause__ or seen.__context__\n", "        seen = None\n"),),
+        edits=(("    for seen in raised_from(err):", "    for seen in (err,):"),),
         **LAUNCH_ONLY,
         only_test=WORKER_KILLED,
     ),

@@ -9,6 +9,7 @@ import re
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -89,17 +90,23 @@ def worker_killed(err: BaseException, wait_s: float = WORKER_DEATH_WAIT_S) -> st
     """How a DataLoader worker killed by a signal ended, in words for report_ending, when `err` (or
     what it was raised from) is torch's report of it, or an error of the loader's socket to a child
     of this process that a signal killed; None for any other error."""
-    seen: BaseException | None = err
-    while seen is not None:
+    for seen in raised_from(err):
         found = WORKER_KILLED.search(str(seen)) if isinstance(seen, RuntimeError) else None
         if found:
             pid, text = found.groups()
             return killed_words(int(pid), SIGNAL_BY_TEXT.get(text), text)
-        seen = seen.__cause__ or seen.__context__
     if raised_in_the_loader(err) and (killed := killed_child(wait_s)) is not None:
         pid, status = killed
         return killed_words(pid, signal.Signals(status) if status in signal.valid_signals() else None, str(status))
     return None
+
+
+def raised_from(err: BaseException) -> Iterator[BaseException]:
+    """`err`, then the error it was raised from (or while handling), and so on."""
+    seen: BaseException | None = err
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 def killed_words(pid: int, number: signal.Signals | None, text: str) -> str:
@@ -111,25 +118,17 @@ def killed_words(pid: int, number: signal.Signals | None, text: str) -> str:
     return f"{words}; the worker's last output is above"
 
 
+LOADER_CODE = f"{os.sep}torch{os.sep}utils{os.sep}data{os.sep}"  # torch's DataLoader, in a frame's file name
+
+
 def raised_in_the_loader(err: BaseException) -> bool:
     """Whether `err`, or an error it was raised from, is a socket's or pipe's error raised in
     torch's DataLoader (reading a batch from a worker)."""
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, OSError | EOFError):
-            frames = traceback_files(seen.__traceback__)
-            if any(f"{os.sep}torch{os.sep}utils{os.sep}data{os.sep}" in name for name in frames):
-                return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def traceback_files(tb) -> list[str]:
-    files = []
-    while tb is not None:
-        files.append(tb.tb_frame.f_code.co_filename)
-        tb = tb.tb_next
-    return files
+    return any(
+        isinstance(seen, OSError | EOFError)
+        and any(LOADER_CODE in frame.f_code.co_filename for frame, _ in traceback.walk_tb(seen.__traceback__))
+        for seen in raised_from(err)
+    )
 
 
 def killed_child(wait_s: float) -> tuple[int, int] | None:
