@@ -57,6 +57,9 @@ MUTANTS = [
 ]
 
 CACHE_TEST = "tests/test_shard_cache.py"
+SECOND_RUN_TEST = (
+    f"{CACHE_TEST}::test_a_second_run_on_two_ranks_with_a_full_cache_asks_the_server_for_the_manifest_alone"
+)
 MUTANTS += [
     Mutant(
         "cache-not-keyed-by-manifest",
@@ -76,17 +79,23 @@ MUTANTS += [
     ),
     Mutant(
         "cache-entry-not-locked",
-        "two readers of one node that miss the same block both download it (no per-entry lock)",
+        "two readers of one node that miss the same shard both download it (no per-entry lock)",
         function="entry_lock.__enter__",
         edits=(("fcntl.flock(self.file, fcntl.LOCK_EX)", "pass"),),
         **WEBDATASET,
-        only_test=f"{CACHE_TEST}::test_two_readers_of_one_node_download_each_block_once",
+        only_test=f"{CACHE_TEST}::test_two_readers_of_one_node_download_each_shard_once",
     ),
     Mutant(
         "cache-corrupt-entry-kept",
         "a cache entry that fails its digest is read from the server for this epoch but stays in the cache",
         function="ShardCache.samples",
-        edits=(("self.store(self.entry(shard, start), data)", "pass"),),
+        edits=(
+            ("self.drop(self.shard_entry(shard))\n", "pass\n"),
+            (
+                "data, cached = self.fetch(reader, shard, first, end)",
+                "data, cached = fetch_run(reader, shard, self.index, first, end)[1], False",
+            ),
+        ),
         **WEBDATASET,
         only_test=f"{CACHE_TEST}::test_a_corrupt_entry_is_dropped_and_fetched_again_never_used",
     ),
@@ -94,12 +103,7 @@ MUTANTS += [
         "cache-corrupt-entry-fatal",
         "a cache entry that fails its digest ends the run (as if the server's bytes were bad) instead of being fetched again",
         function="ShardCache.fetch",
-        edits=(
-            (
-                "return [(start, stop, found[start], start not in downloaded) for start, stop in blocks]",
-                "return [(start, stop, found[start], False) for start, stop in blocks]",
-            ),
-        ),
+        edits=(("return data, True", "return data, False"),),
         **WEBDATASET,
         only_test=f"{CACHE_TEST}::test_a_corrupt_entry_is_dropped_and_fetched_again_never_used",
     ),
@@ -107,7 +111,7 @@ MUTANTS += [
         "full-cache-disk-fatal",
         "a write the disk under --cache-dir refuses (full, a quota) ends the run with a traceback in the DataLoader "
         "workers, and restarts that meet it again, where a full cache only stops caching",
-        function="ShardCache.store",
+        function="ShardCache.write",
         edits=(("        except OSError as err:\n", "        except ZeroDivisionError as err:\n"),),
         **WEBDATASET,
         only_test=f"{CACHE_TEST}::test_a_disk_that_fills_stops_the_keeping_not_the_reading",
@@ -115,8 +119,13 @@ MUTANTS += [
     Mutant(
         "full-cache-leaves-partials",
         "a refused write leaves its temporary file behind, filling the disk further",
-        function="ShardCache.store",
-        edits=(("                partial.unlink(missing_ok=True)\n", "                pass\n"),),
+        function="ShardCache.write",
+        edits=(
+            (
+                "                partial.unlink(missing_ok=True)\n            self.reserve(-size)\n            self.stop_keeping",
+                "                pass\n            self.reserve(-size)\n            self.stop_keeping",
+            ),
+        ),
         **WEBDATASET,
         only_test=f"{CACHE_TEST}::test_a_disk_that_fills_stops_the_keeping_not_the_reading",
     ),
@@ -135,5 +144,61 @@ MUTANTS += [
         edits=(("int(text) if text.isdigit() else self.counted() if text else 0", "int(text or 0)"),),
         **WEBDATASET,
         only_test=f"{CACHE_TEST}::test_a_disk_that_fills_stops_the_keeping_not_the_reading",
+    ),
+    Mutant(
+        "cache-index-not-kept",
+        "the node-local cache keeps the shards but not the sample index: every rank of every run downloads it again",
+        function="open_cached",
+        edits=(
+            (
+                "index = read_sample_index(location, manifest, reading.retry_seconds, cache.kept)",
+                "index = read_sample_index(location, manifest, reading.retry_seconds)",
+            ),
+        ),
+        **WEBDATASET,
+        only_test=SECOND_RUN_TEST,
+    ),
+    Mutant(
+        "cache-heldout-not-kept",
+        "the held-out set is read from the server every epoch of every run, never through the node-local cache",
+        function="open_heldout",
+        edits=(("    if dataset.cache is None:\n", "    if True:\n"),),
+        **WEBDATASET,
+        only_test=SECOND_RUN_TEST,
+    ),
+    Mutant(
+        "cache-heldout-asked-first",
+        "whether a held-out set is there is asked of the server before the node-local cache is consulted",
+        function="heldout_of",
+        edits=(
+            (
+                "    if (cache.folder / HELDOUT / MANIFEST).is_file():\n",
+                "    if heldout_beside(dataset.location, retry) and (cache.folder / HELDOUT / MANIFEST).is_file():\n",
+            ),
+        ),
+        **WEBDATASET,
+        only_test=SECOND_RUN_TEST,
+    ),
+    Mutant(
+        "cache-shards-checked-at-the-store",
+        "train.sh's start-up check asks the store for every shard's size (a HEAD each), those the cache holds too",
+        function="ShardDataset.check_served_shards",
+        edits=(("held = self.cache.holds if self.cache is not None else None", "held = None"),),
+        **WEBDATASET,
+        only_test=SECOND_RUN_TEST,
+    ),
+    Mutant(
+        "cache-consulted-after-the-request",
+        "each run is asked of the server first and the node-local cache consulted after: a full cache saves no request",
+        function="ShardCache.fetch",
+        edits=(
+            (
+                "        data = read_part(path, start, stop)\n        if data is None and self.fits",
+                "        fetch_run(reader, shard, self.index, first, end)\n"
+                "        data = read_part(path, start, stop)\n        if data is None and self.fits",
+            ),
+        ),
+        **WEBDATASET,
+        only_test=SECOND_RUN_TEST,
     ),
 ]

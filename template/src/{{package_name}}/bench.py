@@ -315,6 +315,7 @@ def row_reports(measured: list[Row], rate: float, mean_bytes: float) -> list[dic
             "mb_per_s": r.samples_per_s * mean_bytes / 1e6,
             "of_ceiling": r.samples_per_s / rate,
             "samples_per_cpu_s": r.samples_per_cpu_s,
+            "cpu_s_per_1000_samples": 1000 / r.samples_per_cpu_s,
             "of_decode_ceiling": r.samples_per_cpu_s / decode_rate,
             "first_batch_s": r.first_batch,
             "passes": [asdict(p) for p in r.passes],
@@ -475,6 +476,12 @@ def run_remote(data: str, batch_size: int, reading: Reading, repeats: int, train
     measured = warm_then_measure(rows, repeats) + decode_rows(read_w0, repeats) + [decode_ceiling_row(read_w0, repeats)]
     by_name = {row.name: row for row in measured}
     rate = by_name["ceiling"].samples_per_s
+    # Requests an epoch: the loader's planned runs; one per shard for the ceiling and the peer (whole shards).
+    requests = {name: bench_backend.planned_requests(read_wk, 1)[0] for name in ("read_w0", "read_wk", "decoded_wk")}
+    requests |= {name: len(manifest["shards"]) for name in ("ceiling", "peer_read_wk", "peer_decoded_wk")}
+    reports = [
+        {**row, "requests_per_epoch": requests.get(row["name"])} for row in row_reports(measured, rate, mean_bytes)
+    ]
     ratios = {
         "read_vs_ceiling": by_name["read_wk"].samples_per_s / rate,
         "workers_vs_main": by_name["read_wk"].samples_per_s / by_name["read_w0"].samples_per_s,
@@ -487,7 +494,7 @@ def run_remote(data: str, batch_size: int, reading: Reading, repeats: int, train
         "data": {"path": data, "num_samples": num_samples, "payload_bytes": manifest["payload_bytes"]},
         "settings": settings(batch_size, num_workers, repeats, training),
         "open_seconds": opened,
-        "rows": row_reports(measured, rate, mean_bytes),
+        "rows": reports,
         "ratios": ratios,
         "targets": [row for row in target_rows(ratios) if row["value"] is not None],
         "table": table(measured, rate, mean_bytes),
