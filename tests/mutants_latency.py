@@ -42,7 +42,7 @@ MUTANTS = [
         "in-flight-ignored",
         "a served data set is read one request at a time whatever --requests-in-flight says (one run per round trip)",
         function="ShardDataset.samples",
-        edits=(("if is_remote(location) and in_flight > 1:", "if False:"),),
+        edits=(("if self.served and in_flight > 1:", "if False:"),),
         **WEBDATASET,
         only_test=IN_FLIGHT_TEST,
     ),

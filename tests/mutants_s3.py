@@ -165,4 +165,50 @@ MUTANTS = [
             "only_test": "tests/test_s3.py::test_an_endpoint_that_is_no_s3_api_is_named_so_not_told_to_prepare_the_data",
         },
     ),
+    Mutant(
+        "bucket-index-written-before-every-shard-was-checked",
+        "prep webdataset s3://BUCKET/PREFIX writes the held-out set's index (its manifest included) as soon as its "
+        "shards are read, before the training shards are: a damaged training shard leaves a half-indexed prefix",
+        function="index_sets",
+        edits=(
+            (
+                "            roots.append(tmp)\n",
+                "            roots.append(tmp)\n            publish(tmp, sets[number][2])\n",
+            ),
+            ("            publish(tmp, where)\n", "            pass\n"),
+        ),
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::"
+            "test_a_prefix_without_shards_or_with_a_damaged_one_is_one_line_and_nothing_is_written",
+        },
+    ),
+    Mutant(
+        "bucket-index-beside-the-shards-when-told-another",
+        "prep webdataset s3://BUCKET/PREFIX --index-to ELSEWHERE writes the index beside the shards anyway (a "
+        "read-only bucket refuses it; a writable one gets objects its owner did not ask for)",
+        function="index_sets",
+        edits=(
+            (
+                "        for tmp, (_, _, where) in zip(roots, sets, strict=True):",
+                "        for tmp, (_, where, _) in zip(roots, sets, strict=True):",
+            ),
+        ),
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::"
+            "test_a_read_only_bucket_is_indexed_into_the_prefix_or_folder_named_and_nothing_goes_beside_the_shards",
+        },
+    ),
+    Mutant(
+        "bucket-index-shards-at-ignored",
+        "an index written apart from its shards (--index-to) is read as if the shards lay beside it: every read fails",
+        function="shards_location",
+        edits=(("    where = manifest.get(SHARDS_AT)", "    where = None"),),
+        **{
+            **S3,
+            "only_test": "tests/test_s3.py::"
+            "test_a_read_only_bucket_is_indexed_into_the_prefix_or_folder_named_and_nothing_goes_beside_the_shards",
+        },
+    ),
 ]

@@ -36,8 +36,8 @@ MUTANTS = [
         function="prep.webdataset",
         edits=(
             (
-                "storing.index_in_place(src, label_member, label_field, verify, fields, heldout)",
-                "storing.index_in_place(src, label_member, label_field, verify, fields)",
+                "storing.index_in_place(src, label_member, label_field, verify, fields, heldout, index_to)",
+                "storing.index_in_place(src, label_member, label_field, verify, fields, None, index_to)",
             ),
         ),
         **one_render("webdataset"),
