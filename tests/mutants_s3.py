@@ -72,8 +72,8 @@ MUTANTS = [
         function="read_dataset_manifest",
         edits=(
             (
-                "    return checked_manifest(manifest, url, FORMAT), hashlib.sha256(raw).hexdigest()",
-                "    return checked_manifest(manifest, url, FORMAT), None",
+                "        return checked_manifest(manifest, url, FORMAT), hashlib.sha256(raw).hexdigest()",
+                "        return checked_manifest(manifest, url, FORMAT), None",
             ),
         ),
         # the opened bucket's manifest_sha256; the run from the bucket (the next test) shows it in config.json
