@@ -201,4 +201,19 @@ MUTANTS += [
         **WEBDATASET,
         only_test=SECOND_RUN_TEST,
     ),
+    Mutant(
+        "cache-ignores-in-place-keys",
+        "the node-local cache checks a run's samples against storage positions, not the keys of shards indexed in "
+        "place: their data fails through a cache though it reads from the folder or the server",
+        function="ShardCache.samples",
+        edits=(
+            (
+                'server again; bytes from the server that fail end the run."""\n',
+                'server again; bytes from the server that fail end the run."""\n        keys = None\n',
+            ),
+        ),
+        **WEBDATASET,
+        only_test="tests/test_wds_in_place.py::"
+        "test_shards_indexed_in_place_and_served_read_through_a_node_cache_as_from_the_folder",
+    ),
 ]
