@@ -1,5 +1,5 @@
 """Mutants of issue 41 (prep that scales out): parts whose slices overlap, parts that key their
-samples from 0 each, a join that writes the data set before it has checked every part. Each is
+samples from 0 each, a part of a shuffled data set stored in the source's order, a join that writes the data set before it has checked every part. Each is
 killed by the generated test named in `only_test` (checked with test_mutants_are_killed -k)."""
 
 from __future__ import annotations
@@ -9,6 +9,15 @@ from mutants_framework import Mutant, one_render
 PARTS = "tests/test_prep_parts.py::"
 
 MUTANTS = [
+    Mutant(
+        "part-stored-in-the-sources-order",
+        "a part of a shuffled webdataset stores its samples in the source's order, not in its slice of the whole's "
+        "storage shuffle: the joined data set holds other samples at each position than one prep's",
+        function="part_of",
+        edits=(("np.searchsorted(chosen, wanted)", "np.arange(len(chosen))"),),
+        **one_render("webdataset"),
+        only_test=PARTS + "test_two_parts_joined_are_the_data_set_one_prep_writes",
+    ),
     Mutant(
         "part-slices-overlap",
         "each part's slice takes the next part's first sample too: a sample stored twice in the joined data set",

@@ -1,8 +1,10 @@
 """Prep in parts: `--part I --parts N` writes one slice of the data set, `prep join OUT` makes it one.
 
-Part I takes the samples at positions [N_s * I // N, N_s * (I + 1) // N) of the training set and
-of the held-out set (N_s: that set's size), positions in the source's own order after the
-seeded held-out split, so every machine computes the same slices from the same options. It
+Part I takes the samples at storage positions [N_s * I // N, N_s * (I + 1) // N) of the training
+set and of the held-out set (N_s: that set's size): positions in the source's own order after the
+seeded held-out split or, with webdataset's storage shuffle, in the whole's shuffled order (the
+part reads the samples its positions hold and reorders only those), so every machine computes the
+same slices from the same options. It
 writes them, verified, as a complete data set of its own under OUT/parts/part-I-of-N (the
 held-out slice under OUT/heldout/parts/part-I-of-N), keyed by their positions in the whole,
 and then its marker OUT/parts/part-I-of-N.json, which records the options it was given.
@@ -27,7 +29,7 @@ import os
 import shutil
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from ..data.manifest import FORMAT_FILES, MANIFEST, read_manifest, sha256_file, 
 from ..harness.errors import DataError
 from ..harness.options import option
 from .source import Source
+from .storing import storage_permutation
 
 PARTS = "parts"  # OUT/parts and OUT/heldout/parts hold the parts' own data sets
 SUMMED = ("num_samples", "payload_bytes")  # manifest fields of the whole: the parts' sum
@@ -51,7 +54,7 @@ class Parts:
     part: int = option(0, "The part to write, 0 .. --parts - 1 (with --parts)")
     parts: int = option(0, "Write one of N parts of the data set, then `prep join OUT` (0: the whole at once)")
 
-    def check(self, out: Any, options: dict[str, Any], format: str) -> None:
+    def check(self, out: Any, format: str) -> None:
         """DataError naming the bad choice: a part out of range, or what cannot be prepared in parts."""
         if self.parts < 0:
             raise DataError(f"--parts {self.parts} is not a number of parts: pass 2 or more (or leave it out)")
@@ -67,11 +70,6 @@ class Parts:
             )
         if "://" in str(out):
             raise DataError(f"--parts writes into a folder every part sees, not {out}: pass a folder as --out")
-        if options.get("storage_seed") is not None:
-            raise DataError(
-                "--parts stores each part's samples in the source's order: pass --keep-order too (the storage "
-                "shuffle of a data set in parts is not built yet)"
-            )
 
 
 def part_name(part: int, parts: int) -> str:
@@ -83,16 +81,20 @@ def slice_of(num_samples: int, part: int, parts: int) -> tuple[int, int]:
     return num_samples * part // parts, num_samples * (part + 1) // parts
 
 
-def part_of(source: Source, part: int, parts: int) -> tuple[Source | None, int]:
-    """(the samples of `source` in part `part`'s slice, None when there are none; the position of its first)."""
+def part_of(
+    source: Source, part: int, parts: int, storage_seed: int | None = None
+) -> tuple[Source | None, int, np.ndarray | None]:
+    """(the samples of `source` in part `part`'s slice of storage positions, None when there are none; the
+    storage position of its first; None when stored in the source's order, else the part's positions in
+    its storage order: those [first, end) of the whole's storage shuffle with `storage_seed`)."""
     first, end = slice_of(source.num_samples, part, parts)
     if end == first:
-        return None, first
-    positions = np.flatnonzero(source.selected) if source.selected is not None else np.arange(source.num_samples)
-    selected = np.zeros(len(source.selected) if source.selected is not None else source.num_samples, dtype=bool)
-    selected[positions[first:end]] = True
-    payload_bytes = source.payload_bytes * (end - first) // source.num_samples
-    return replace(source, num_samples=end - first, selected=selected, payload_bytes=payload_bytes), first
+        return None, first, None
+    if storage_seed is None:
+        return source.at(np.arange(first, end)), first, None
+    wanted = storage_permutation(storage_seed, source.num_samples)[first:end]  # the source positions stored there
+    chosen = np.sort(wanted)
+    return source.at(chosen), first, np.searchsorted(chosen, wanted)
 
 
 def write_part(
@@ -113,13 +115,13 @@ def write_part(
     marker = out / PARTS / f"{name}.json"
     if marker.exists():
         raise DataError(f"{marker} exists: part {chosen.part} is written already (delete it to write it again)")
-    part, first = part_of(training, chosen.part, chosen.parts)
+    part, first, order = part_of(training, chosen.part, chosen.parts, options.get("storage_seed"))
     if part is None:
         raise DataError(
             f"part {chosen.part} of {chosen.parts} holds none of the {training.num_samples} samples: pass fewer --parts"
         )
-    sets = [(part, first, out / PARTS / name, options)]
-    held, held_first = part_of(heldout, chosen.part, chosen.parts) if heldout is not None else (None, 0)
+    sets = [(part, first, out / PARTS / name, {**options, "storage_order": order})]
+    held, held_first, _ = part_of(heldout, chosen.part, chosen.parts) if heldout is not None else (None, 0, None)
     if held is not None:
         sets.append((held, held_first, out / "heldout" / PARTS / name, {**options, "storage_seed": None}))
     written = []
