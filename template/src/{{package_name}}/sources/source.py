@@ -79,6 +79,14 @@ class Source:
             self.mask_classes,
         )
 
+    def at(self, positions: np.ndarray) -> Source:
+        """The samples at `positions` (increasing, among this source's 0 .. num_samples - 1), in its order."""
+        mine = np.flatnonzero(self.selected) if self.selected is not None else np.arange(self.num_samples)
+        selected = np.zeros(len(self.selected) if self.selected is not None else self.num_samples, dtype=bool)
+        selected[mine[positions]] = True
+        payload_bytes = self.payload_bytes * len(positions) // self.num_samples
+        return replace(self, num_samples=len(positions), selected=selected, payload_bytes=payload_bytes)
+
     def fields(self, extensions: dict[str, int]) -> list[dict[str, str]]:
         """manifest.json's "fields": the source's schema, or a payload (named by its kind, from the
         `extensions` its samples had) and a class."""
