@@ -41,7 +41,7 @@ except ImportError:  # Pillow decodes alone
     simplejpeg = None
 
 # The crop box of a JPEG at least 2 x DRAFT_FACTOR x image_size a side is drawn on the image at the
-# reduced scale Pillow's draft picks for DRAFT_FACTOR x image_size (as before the crop was decoded alone:
+# reduced scale Pillow's draft picks for DRAFT_FACTOR x image_size (as before this path existed:
 # the draws, and so every augmentation and a resumed run's, are unchanged).
 DRAFT_FACTOR = 2
 # The crop is decoded at the least DCT scale that keeps at least CROP_FACTOR x image_size pixels a side of it.
