@@ -51,6 +51,7 @@ DEPS = [
     "tokenizers",  # the contrastive project's tests train with a tokenizer.json (--tokenizer; data/text.py)
     "webdataset>=1.0,<2",
     "matplotlib",
+    "simplejpeg",  # the generated test_decode checks the `jpeg` extra's decoder (data/jpeg_crop.py) beside Pillow's
     "tensorboard",  # the runs' RUN_DIR/tensorboard/ (harness/curves.py), read back by the generated tests
     "pytest",
     "pytest-xdist",

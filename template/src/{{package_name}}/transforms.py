@@ -4,8 +4,9 @@
     eval_transform(image, size)             -> uint8 [3, size, size]   the held-out set, evaluation
     mask_transform(mask, size, geometry)    -> uint8 or int32 [size, size]  a mask through its image's geometry
 
-Both take the image decode.py opened: upright 8-bit RGB at its stored size (a large JPEG
-already reduced by libjpeg's draft mode to about DRAFT_FACTOR x size a side).
+Both take the image decode.py opened: upright 8-bit RGB at its stored size. A JPEG does not come
+here whole: data/jpeg_crop.py draws its geometry (draw_geometry, centre_geometry) from its header,
+then decodes and turns only the crop, at a reduced scale, and hands it to apply_geometry.
 
 - eval: the shorter side resized to `size`, centre-cropped to a square (bilinear). Never random:
   held-out numbers are comparable between runs, with and without --augment.

@@ -10,12 +10,13 @@
   than float; the model scales to [0, 1]. Every mode Pillow opens gets there:
   16-bit and 32-bit integer images are scaled from 0..65535 to 0..255 (not clipped at 255),
   float images are taken as 0..1, and transparency (an alpha channel, or a palette or
-  tRNS transparent colour) is composited on BACKGROUND (white). A JPEG at least
-  2 x DRAFT_FACTOR times image_size a side is decoded at a reduced scale (1/2, 1/4 or 1/8, by
-  libjpeg, Image.draft) that still leaves DRAFT_FACTOR x image_size pixels a side: several
-  times faster for photos, and within DRAFT_TOLERANCE of the full decode (mean absolute
-  difference, out of 255; tests/test_decode.py checks it). `reduced_scale=False` decodes every
-  pixel (bench.py's full-scale decode row measures what the reduced scale saves).
+  tRNS transparent colour) is composited on BACKGROUND (white). A JPEG is decoded for its crop
+  (jpeg_crop.py): the crop box is drawn from its header first, then it is decoded at the least DCT
+  scale (1/8 .. 1) that still gives the crop image_size pixels a side, by simplejpeg (libjpeg-turbo,
+  the `jpeg` extra) when installed, else by Pillow's draft mode; only the crop is converted, turned
+  upright and resized. Within CROP_TOLERANCE of the full decode + crop + resize (mean absolute
+  difference, out of 255; tests/test_decode.py checks it for every kind of JPEG). `reduced_scale=False`
+  decodes every pixel with Pillow and crops after (bench.py's full-scale row: the decode ceiling).
 - npy: numpy's .npy format with allow_pickle=False (data, never code): float32.
 - txt: UTF-8 text as its token ids (text.py: the recipe's tokenizer; by default its UTF-8 bytes,
   uint8 [length], whole up to TEXT_MAX_BYTES). A batch of texts is zero-padded to its longest,
@@ -56,6 +57,7 @@ from ..transforms import (
     draw_geometry,
     mask_transform,
 )
+from .jpeg_crop import decode_crop
 from .streams import sample_generator
 from .text import BYTES, MAX_TOKENS, Tokenizer
 
@@ -63,10 +65,10 @@ IMAGE_SIZE = 32  # the default side of a decoded image (train.py --image-size)
 TEXT_MAX_BYTES = MAX_TOKENS  # bytes (ids) of a text kept: longer texts are cut (a cap on a batch's memory)
 IMAGE_EXTENSIONS = frozenset({"png", "jpg", "jpeg", "webp", "bmp", "gif"})
 BACKGROUND = (255, 255, 255)  # what transparent pixels show: white, as a browser shows them
-# Reduced-scale JPEG decoding keeps at least DRAFT_FACTOR x image_size pixels a side, so the
-# bilinear resize that follows still averages several decoded pixels into each output pixel.
-DRAFT_FACTOR = 2
-DRAFT_TOLERANCE = 3.0  # mean |draft - full decode| per pixel value, out of 255
+# A JPEG decoded for its crop against the full decode + crop + resize: mean |difference| per pixel value,
+# out of 255 (the derivation: tests/test_decode.py, test_a_jpeg_decoded_for_its_crop_...).
+CROP_TOLERANCE = 3.0
+JPEG_MODES = frozenset({"RGB", "L", "CMYK"})  # the JPEGs decoded for their crop (jpeg_crop.py): all Pillow opens
 
 
 @dataclass(frozen=True)
@@ -153,14 +155,12 @@ def decode_image_drawn(
     """decode_image, also returning the geometry it applied (the train transform's draws, or the eval
     transform's centre square), for the sample's other spatial fields (its masks) to follow, and the
     image's (width, height) in the pixels of that geometry's box: the whole stored image's extent in the
-    decoded pixels (a JPEG decoded at a reduced scale 1/s is ceil(side / s) pixels a side, of which
-    side / s are the image: the draft box)."""
+    decoded pixels (a large JPEG's box is drawn on it at a reduced scale 1/s, ceil(side / s) pixels a side,
+    of which side / s are the image: the draft box, jpeg_crop.drawn_scale)."""
     with Image.open(io.BytesIO(payload)) as image:
-        extent = image.size
-        if reduced_scale and image.format == "JPEG" and min(image.size) >= 2 * DRAFT_FACTOR * image_size:
-            drafted = image.draft(None, (DRAFT_FACTOR * image_size, DRAFT_FACTOR * image_size))
-            extent = drafted[1][2:] if drafted else image.size
-        stored = image.size
+        if reduced_scale and image.format == "JPEG" and image.mode in JPEG_MODES:
+            return decode_crop(image, payload, image_size, generator, crop_scale_min)
+        extent = stored = image.size
         image = to_rgb(image)
         if image.size != stored:  # turned a quarter by its EXIF orientation
             extent = extent[::-1]
