@@ -199,11 +199,21 @@ def lint(session: nox.Session) -> None:
 
 
 MUTATE_PACKAGE = "mutexp"
-# The modules that carry the plan's and the audit's promises, and the generated tests of theirs that
-# start no processes; -k leaves out test_audit's tests of the whole `audit` command (seconds each).
-MUTATE_MODULES = ["data/plan.py", "data/sampling.py", "harness/progress.py", "checks/shuffle_metrics.py"]
-MUTATE_TESTS = ["tests/test_epoch_plan.py", "tests/test_shuffle_quality.py", "tests/test_audit.py"]
-MUTATE_K = "not (audit_of or class_mix_is or shard_mix_is or without_classes or field or ledger or fails_the_audit)"
+# The modules that carry the promises of the plan, the audit, the metrics line's sums (tally) and the
+# decoded batch (decode: crop box, flip, fields), and the generated tests of theirs that start no
+# processes; -k leaves out test_audit's tests of the whole `audit` command (seconds each). One module
+# at a time: `nox -s mutate -- "mutexp.data.decode*"` (tests/README.md: the time each takes).
+MUTATE_MODULES = [
+    "data/plan.py", "data/sampling.py", "harness/progress.py", "checks/shuffle_metrics.py",
+    "harness/tally.py", "data/decode.py",
+]  # fmt: skip
+MUTATE_TESTS = [
+    "tests/test_epoch_plan.py", "tests/test_shuffle_quality.py", "tests/test_audit.py",
+    "tests/test_recipe.py", "tests/test_decode.py", "tests/test_augmentation.py", "tests/test_text.py",
+    "tests/test_loader.py",
+]  # fmt: skip
+AUDIT_COMMAND = "audit_of or class_mix_is or shard_mix_is or without_classes or field or ledger or fails_the_audit"
+MUTATE_K = f"not (test_audit and ({AUDIT_COMMAND}))"
 
 
 @nox.session
