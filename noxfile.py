@@ -210,7 +210,6 @@ MUTATE_MODULES = [
 MUTATE_TESTS = [
     "tests/test_epoch_plan.py", "tests/test_shuffle_quality.py", "tests/test_audit.py",
     "tests/test_recipe.py", "tests/test_decode.py", "tests/test_augmentation.py", "tests/test_text.py",
-    "tests/test_loader.py",
 ]  # fmt: skip
 AUDIT_COMMAND = "audit_of or class_mix_is or shard_mix_is or without_classes or field or ledger or fails_the_audit"
 MUTATE_K = f"not (test_audit and ({AUDIT_COMMAND}))"
