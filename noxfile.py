@@ -236,7 +236,9 @@ def mutate(session: nox.Session) -> None:
         lines += ["pytest_add_cli_args_test_selection =", *(f"    {test}" for test in tests)]
         (project / "setup.cfg").write_text("\n".join(lines) + "\n")  # the render's pyproject has no [tool.mutmut]
         with session.chdir(project):
-            session.run("mutmut", "run", "--max-children", "1", *extra)
+            # One OpenMP thread: mutmut forks each mutant's run from a process whose torch has started
+            # its thread pool, and a forked child's pool waits forever (the mutant reads as a timeout).
+            session.run("mutmut", "run", "--max-children", "1", *extra, env={"OMP_NUM_THREADS": "1"})
             session.run("mutmut", "results")
 
 
