@@ -8,9 +8,10 @@
     nox -s lint   ruff (through pre-commit) on this repository's own code and, in place, on the template's
                   plain Python files; `duplicates` on a render
     nox -s mutate mutmut over the default render's promise-carrying modules (the epoch plan, its
-                  sampler, the stretches of a resumed epoch, the shuffle metrics), on the tests of
-                  theirs that start no processes (not run by default: 4 to 9 minutes on 2 cores;
-                  tests/README.md's "The mutation tool's run" lists what survives and why)
+                  sampler, the stretches of a resumed epoch, the shuffle metrics; the tally; decode),
+                  on the tests of theirs that start no processes, one run a group (`-- decode`; not
+                  run by default: 4 to 20 minutes a group on 2 cores; tests/README.md's "The
+                  mutation tool's run" lists what survives and why)
     nox -s bench  render every backend, prepare the same synthetic data for each, run each project's
                   `bench`, and compare them in bench/comparison.md and bench/comparison.png (not run
                   by default: about 15 minutes on 2 cores; `nox -s bench -- --num-samples 5000
@@ -200,30 +201,46 @@ def lint(session: nox.Session) -> None:
 
 
 MUTATE_PACKAGE = "mutexp"
-# The modules that carry the plan's and the audit's promises, and the generated tests of theirs that
-# start no processes; -k leaves out test_audit's tests of the whole `audit` command (seconds each).
-MUTATE_MODULES = ["data/plan.py", "data/sampling.py", "harness/progress.py", "checks/shuffle_metrics.py"]
-MUTATE_TESTS = ["tests/test_epoch_plan.py", "tests/test_shuffle_quality.py", "tests/test_audit.py"]
-MUTATE_K = "not (audit_of or class_mix_is or shard_mix_is or without_classes or field or ledger or fails_the_audit)"
+# The runs of the mutation tool: the modules that carry the promises of the plan and the audit, of
+# the metrics line's sums (tally) and of the decoded batch (decode: crop box, flip, fields), each
+# with the generated tests of theirs that start no processes (and a -k), one run a module group.
+# -k leaves out test_audit's tests of the whole `audit` command (seconds each).
+AUDIT_COMMAND = "audit_of or class_mix_is or shard_mix_is or without_classes or field or ledger or fails_the_audit"
+MUTATE_RUNS = {
+    "plan": (
+        ["data/plan.py", "data/sampling.py", "harness/progress.py", "checks/shuffle_metrics.py"],
+        ["tests/test_epoch_plan.py", "tests/test_shuffle_quality.py", "tests/test_audit.py"],
+        f"not ({AUDIT_COMMAND})",
+    ),
+    "tally": (["harness/tally.py"], ["tests/test_recipe.py"], None),
+    "decode": (["data/decode.py"], ["tests/test_decode.py", "tests/test_augmentation.py", "tests/test_text.py"], None),
+}
 
 
 @nox.session
 def mutate(session: nox.Session) -> None:
-    """mutmut over MUTATE_MODULES of the default render with MUTATE_TESTS, one mutant at a time
-    (`nox -s mutate -- --max-children 2` for more); prints every mutant that is not killed."""
+    """mutmut over the modules of MUTATE_RUNS (`nox -s mutate -- decode`: one run; default: each in
+    turn) in the default render, one mutant at a time; prints every mutant that is not killed.
+    Further arguments go to `mutmut run` (`-- decode --max-children 2`)."""
     install(session, *DEPS, "mutmut>=3.8,<4")
-    project = Path(session.virtualenv.location).resolve() / "mutate-project"
-    shutil.rmtree(project, ignore_errors=True)  # this session's own scratch folder, made by the last mutate
-    render(session, project, MUTATE_PACKAGE, *DEFAULT, "--skip-tasks")
-    lines = ["[mutmut]", "source_paths = src", "only_mutate ="]
-    lines += [f"    src/{MUTATE_PACKAGE}/{module}" for module in MUTATE_MODULES]
-    lines += ["pytest_add_cli_args = -m", "    not processes", "    -k", f"    {MUTATE_K}"]
-    lines += ["    -p", "    no:cacheprovider"]
-    lines += ["pytest_add_cli_args_test_selection =", *(f"    {name}" for name in MUTATE_TESTS)]
-    (project / "setup.cfg").write_text("\n".join(lines) + "\n")  # the render's pyproject has no [tool.mutmut]
-    with session.chdir(project):
-        session.run("mutmut", "run", "--max-children", "1", *session.posargs)
-        session.run("mutmut", "results")
+    names = [name for name in session.posargs[:1] if name in MUTATE_RUNS] or list(MUTATE_RUNS)
+    extra = session.posargs[1:] if session.posargs[:1] == names else list(session.posargs)
+    for name in names:
+        modules, tests, k = MUTATE_RUNS[name]
+        project = Path(session.virtualenv.location).resolve() / f"mutate-{name}"
+        shutil.rmtree(project, ignore_errors=True)  # this session's own scratch folder, made by the last mutate
+        render(session, project, MUTATE_PACKAGE, *DEFAULT, "--skip-tasks")
+        lines = ["[mutmut]", "source_paths = src", "only_mutate ="]
+        lines += [f"    src/{MUTATE_PACKAGE}/{module}" for module in modules]
+        lines += ["pytest_add_cli_args = -m", "    not processes", *(["    -k", f"    {k}"] if k else [])]
+        lines += ["    -p", "    no:cacheprovider"]
+        lines += ["pytest_add_cli_args_test_selection =", *(f"    {test}" for test in tests)]
+        (project / "setup.cfg").write_text("\n".join(lines) + "\n")  # the render's pyproject has no [tool.mutmut]
+        with session.chdir(project):
+            # One OpenMP thread: mutmut forks each mutant's run from a process whose torch has started
+            # its thread pool, and a forked child's pool waits forever (the mutant reads as a timeout).
+            session.run("mutmut", "run", "--max-children", "1", *extra, env={"OMP_NUM_THREADS": "1"})
+            session.run("mutmut", "results")
 
 
 FLOOR = re.compile(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?>=([0-9][^,;]*)")

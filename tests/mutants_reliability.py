@@ -313,4 +313,19 @@ MUTANTS = [
         **LAUNCH_ONLY,
         only_test=WORKER_KILLED,
     ),
+    Mutant(
+        "killed-worker-socket-error-passed-through",
+        "train.main catches RuntimeError and EOFError but not OSError: a DataLoader worker killed while it hands "
+        "over a batch (the loader's read fails with ConnectionResetError first) ends its rank with a traceback",
+        function="train.main",
+        edits=(
+            (
+                "        except (RuntimeError, OSError, EOFError) as err:",
+                "        except (RuntimeError, EOFError) as err:",
+            ),
+        ),
+        **LAUNCH_ONLY,
+        only_test="tests/test_launch.py::"
+        "test_a_rank_whose_loader_read_fails_with_a_socket_error_after_its_worker_was_killed_ends_in_one_line",
+    ),
 ]
