@@ -34,4 +34,22 @@ MUTANTS = [
         samplers=("global",),
         only_test=MAX_SIDE_TEST,
     ),
+    Mutant(
+        "max-side-quality-ignored",
+        "--max-side-quality is read but the resized images are encoded at the default quality 90 whatever it says",
+        function="prep.folder",
+        edits=(("bound = max_side_of(max_side, max_side_quality)", "bound = max_side_of(max_side, DEFAULT_QUALITY)"),),
+        backends=("arrow",),
+        samplers=("global",),
+        only_test=MAX_SIDE_TEST,
+    ),
+    Mutant(
+        "gpu-rate-ignored",
+        "bench --gpu-rate N is read but the cores line is worked out for the default 2,500 img/s",
+        function="bench.main",
+        edits=(("training = Training(image_size, augment, gpu_rate)", "training = Training(image_size, augment, GPU_RATE)"),),
+        backends=("arrow",),
+        samplers=("global",),
+        only_test="tests/test_bench.py::test_a_run_measures_every_row_against_the_ceiling",
+    ),
 ]
