@@ -2,7 +2,7 @@
 
     nox -s quick  the edit-test loop (about two minutes): the default render's tests that start no
                   processes, and the template's fast tests (its rendering, invalid answers, mutants apply)
-    nox -s test   render every (loader_backend, sampler) and run each project's own tests (before a submission)
+    nox -s test   render every backend and sampler (variants.TESTED) and each task, run each project's own tests (before a submission)
     nox -s demo   render a project with the defaults into demo-project/ (or `nox -s demo -- DIR`),
                   prepare its synthetic data, run train.sh
     nox -s lint   ruff (through pre-commit) on this repository's own code and, in place, on the template's

@@ -47,7 +47,12 @@ MUTANTS = [
         "gpu-rate-ignored",
         "bench --gpu-rate N is read but the cores line is worked out for the default 2,500 img/s",
         function="bench.main",
-        edits=(("training = Training(image_size, augment, gpu_rate)", "training = Training(image_size, augment, GPU_RATE)"),),
+        edits=(
+            (
+                "training = Training(image_size, augment, gpu_rate)",
+                "training = Training(image_size, augment, GPU_RATE)",
+            ),
+        ),
         backends=("arrow",),
         samplers=("global",),
         only_test="tests/test_bench.py::test_a_run_measures_every_row_against_the_ceiling",

@@ -72,7 +72,9 @@ MUTANTS = [
         "a plain integer class column's values sorted as text: classes 0..11 become '0', '1', '10', '11', '2', ..., "
         "so the samples of class 2 train as id 4",
         function="columns.rows",
-        edits=(("    ordered = sorted(values, key=int) if integers else sorted(values)", "    ordered = sorted(values)"),),
+        edits=(
+            ("    ordered = sorted(values, key=int) if integers else sorted(values)", "    ordered = sorted(values)"),
+        ),
         backends=("arrow",),  # prep is the same for every backend and sampler
         samplers=("global",),
         only_test="tests/test_prep.py::test_integer_classes_keep_their_values_as_ids",
@@ -81,7 +83,9 @@ MUTANTS = [
         "unread-test-tree-not-said",
         "prep folder of train/, val/ and test/ leaves test/ out without a word: the user believes it was used",
         function="prep.folder",
-        edits=(("            for unread in class_folders.unread_trees(src, trees[1]):", "            for unread in []:"),),
+        edits=(
+            ("            for unread in class_folders.unread_trees(src, trees[1]):", "            for unread in []:"),
+        ),
         backends=("arrow",),  # prep is the same for every backend and sampler
         samplers=("global",),
         only_test="tests/test_prep.py::test_a_folder_of_train_and_val_trees_holds_out_the_val_tree_exactly",

@@ -13,7 +13,7 @@ from conftest import PACKAGE, ROOT
 from mutants_framework import definitions
 from package_modules import package_imports, package_modules
 from pytest_server import run_pytest
-from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER, DEFAULT_TASK, TASK_RENDERS
+from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER, DEFAULT_TASK, TASK_RENDERS, TESTED, UNTESTED
 
 TEMPLATE = ROOT / "template"
 
@@ -162,7 +162,7 @@ def defining_ids(call: ast.Call) -> set[str]:
     return {c.value for c in candidates if isinstance(c, ast.Constant) and isinstance(c.value, str)}
 
 
-@pytest.mark.parametrize(("backend", "sampler"), COMBINATIONS)
+@pytest.mark.parametrize(("backend", "sampler"), TESTED)
 def test_rendered_project_passes_its_own_tests(rendered, backend: str, sampler: str) -> None:
     project = rendered(backend, sampler)
     if DEFAULT_SAMPLER[backend] == sampler:
@@ -177,14 +177,125 @@ def test_rendered_project_passes_its_own_tests(rendered, backend: str, sampler: 
     )
 
 
+# The files of a project that say which pair it is, rather than run it: its answers, its
+# description (pyproject.toml), its package's docstring, and its pages (*.md).
+DESCRIPTIONS = (".copier-answers.yml", "pyproject.toml", f"src/{PACKAGE}/__init__.py")
+
+
+def not_from_tested_pairs(project: Path, backend: str, sampler: str, twins: list[Path]) -> list[str]:
+    """The files of a project of an untested pair (variants.UNTESTED) that no tested project (`twins`:
+    its backend's with the default sampler, its sampler's with the default backend) holds: a file
+    counts as held when a twin has it byte for byte or, for the files that describe the project
+    (DESCRIPTIONS, *.md), when each of its lines is a line of a twin's or names this backend and
+    this sampler both (the description, "a files data pipeline and the block sampler")."""
+    names = [re.compile(rf"\b{re.escape(word)}\b") for word in (backend, sampler)]
+    found = []
+    for path in sorted(p for p in project.rglob("*") if p.is_file() and ".git" not in p.relative_to(project).parts):
+        relative = path.relative_to(project)
+        held = [twin / relative for twin in twins if (twin / relative).is_file()]
+        if any(twin.read_bytes() == path.read_bytes() for twin in held):
+            continue
+        if relative.suffix == ".md" or str(relative) in DESCRIPTIONS:
+            lines = {line for twin in held for line in twin.read_text().splitlines()}
+            if all(line in lines or all(n.search(line) for n in names) for line in path.read_text().splitlines()):
+                continue
+        found.append(str(relative))
+    return found
+
+
+@pytest.mark.parametrize(("backend", "sampler"), UNTESTED)
+def test_a_pair_left_untested_holds_only_files_of_tested_pairs(rendered, backend: str, sampler: str) -> None:
+    """Why CI runs no suite of this pair (variants.TESTED): every file of its project is a file of a
+    project whose suite and mutants run."""
+    twins = [rendered(backend, DEFAULT_SAMPLER[backend]), rendered(DEFAULT_BACKEND, sampler)]
+    assert not (found := not_from_tested_pairs(rendered(backend, sampler), backend, sampler, twins)), (
+        f"{backend}/{sampler}: files no tested project holds: {found}; test this pair (variants.TESTED) "
+        "or move what depends on both answers into a file of one of them"
+    )
+
+
+def test_a_file_of_an_untested_pair_that_no_tested_project_holds_is_found(rendered, tmp_path: Path) -> None:
+    """The other side: a line of code that only the untested pair has, or a page line that names one of
+    its answers but not the other, is found; the same lines in the tested projects' files are not."""
+    backend, sampler = UNTESTED[0]
+    twins = [rendered(backend, DEFAULT_SAMPLER[backend]), rendered(DEFAULT_BACKEND, sampler)]
+    project = Path(shutil.copytree(rendered(backend, sampler), tmp_path / "project"))
+    assert not_from_tested_pairs(project, backend, sampler, twins) == []
+    loader = project / "src" / PACKAGE / "data" / "loader.py"
+    loader.write_text(loader.read_text() + "\nSTEP = 2\n")
+    readme = project / "README.md"
+    readme.write_text(readme.read_text() + f"\nOnly the {sampler} sampler does this.\n")
+    assert not_from_tested_pairs(project, backend, sampler, twins) == ["README.md", f"src/{PACKAGE}/data/loader.py"]
+    readme.write_text(readme.read_text() + f"\nThe {backend} backend with the {sampler} sampler.\n")
+    readme.write_text(readme.read_text().replace(f"\nOnly the {sampler} sampler does this.\n", ""))
+    assert not_from_tested_pairs(project, backend, sampler, twins) == [f"src/{PACKAGE}/data/loader.py"]
+
+
+def bound_names(statement: ast.stmt) -> set[str] | None:
+    """The names a module-level statement binds (a def, an assignment, an import); None for any
+    other statement (an `if` at module level, a call): what it does is not a name's."""
+    if isinstance(statement, ast.FunctionDef | ast.ClassDef):
+        return {statement.name}
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return {(alias.asname or alias.name).split(".")[0] for alias in statement.names}
+    if isinstance(statement, ast.Assign | ast.AnnAssign):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        return {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+        return set()  # the docstring
+    return None
+
+
+def used_names(tree: ast.AST) -> set[str]:
+    """Every name a piece of code reads, and the parameters of its functions: a fixture is asked for
+    by a parameter's name."""
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        a.arg for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for a in n.args.args
+    }
+
+
+def conftest_names_that_change(project: Path, classification: Path, changed_modules: set[str]) -> set[str] | None:
+    """The names of the task project's tests/conftest.py whose meaning the task changes: those whose
+    statement differs from the classification project's conftest (the task's synthetic source, its
+    METRIC_FLOOR), those imported from a module the task changes, and every name whose definition
+    uses one of them (prepare_synthetic, then sorted_data, then two_runs: a fixture's parameters count).
+    None when the change is not a name's: a module-level statement that binds none, a pytest hook or
+    an autouse fixture (which reach every test)."""
+    task, other = (ast.parse((p / "tests" / "conftest.py").read_text()) for p in (project, classification))
+    other_statements = {ast.dump(statement) for statement in other.body}
+    definitions: dict[str, list[ast.stmt]] = {}
+    changed: set[str] = set()
+    for statement in task.body:
+        bound = bound_names(statement)
+        if bound is None:
+            if ast.dump(statement) not in other_statements:
+                return None
+            continue
+        for name in bound:
+            definitions.setdefault(name, []).append(statement)
+        module = statement.module or "" if isinstance(statement, ast.ImportFrom) else ""
+        if ast.dump(statement) not in other_statements or module.removeprefix(f"{PACKAGE}.") in changed_modules:
+            changed |= bound
+    grown = True
+    while grown:  # what uses a changed name changes, to the end of the chain
+        more = {name for name, statements in definitions.items() if any(used_names(s) & changed for s in statements)}
+        grown = bool(more - changed)
+        changed |= more
+    for name in changed:
+        for statement in definitions.get(name, []):
+            if name.startswith("pytest_") or "autouse" in ast.unparse(statement).split(":", 1)[0]:
+                return None
+    return changed
+
+
 def task_dependent_tests(project: Path, classification: Path) -> list[str]:
     """The test files of a task's project that its task can change: those that differ from the same
-    backend's and sampler's classification project (or exist only here: the task's own), and those that
+    backend's and sampler's classification project (or exist only here: the task's own), those that
     import or name a module that differs (the recipe, the model, the synthetic source) or a module that
-    imports one (train.py, evaluate.py). Every other test file is byte-identical and tests identical code
-    in the classification project, where it runs already. Every file takes its fixtures from conftest.py
-    (the data they prepare above all): a conftest that differs (the task's synthetic data) makes them all
-    task-dependent."""
+    imports one, directly or through others (train.py, evaluate.py), and those that use a name of
+    conftest.py that the task changes (conftest_names_that_change: its synthetic data, every fixture
+    that prepares or trains on them). Every other test file is byte-identical and tests identical code
+    with identical fixtures in the classification project, where it runs already."""
     package, other = project / "src" / PACKAGE, classification / "src" / PACKAGE
     modules = package_modules(package)
     names = set(modules)
@@ -192,17 +303,20 @@ def task_dependent_tests(project: Path, classification: Path) -> list[str]:
     def same(path: Path, twin: Path) -> bool:
         return twin.is_file() and path.read_bytes() == twin.read_bytes()
 
+    imports = {name: package_imports(path, package, names) for name, path in modules.items()}
+    dependent = {name for name, path in modules.items() if not same(path, other / path.relative_to(package))}
+    while more := {name for name in modules if imports[name] & dependent} - dependent:
+        dependent |= more
     files = sorted((project / "tests").glob("test_*.py"))
-    if not same(project / "tests" / "conftest.py", classification / "tests" / "conftest.py"):
+    changed = conftest_names_that_change(project, classification, dependent)
+    if changed is None:
         return [str(path.relative_to(project)) for path in files]
-
-    direct = {name for name, path in modules.items() if not same(path, other / path.relative_to(package))}
-    dependent = direct | {name for name, path in modules.items() if package_imports(path, package, names) & direct}
     return sorted(
         str(path.relative_to(project))
         for path in files
         if not all(same(part, classification / part.relative_to(project)) for part in helpers_of(path))
         or any(named_modules(part, package, names) & dependent for part in helpers_of(path))
+        or any(used_names(ast.parse(part.read_text())) & changed for part in helpers_of(path))
     )
 
 
@@ -234,20 +348,27 @@ def test_task_project_passes_its_own_tests(rendered, task: str) -> None:
         )
 
 
-def test_a_task_projects_conftest_that_differs_makes_every_test_file_task_dependent(rendered, tmp_path: Path) -> None:
-    """test_decode.py is byte-identical in the segmentation project and imports no module that differs, yet
-    takes its fixtures from a conftest that prepares the task's data: it runs there. With the classification
-    project's conftest in its place (the other side), it does not."""
+def test_a_test_file_that_uses_what_the_task_changes_in_conftest_is_task_dependent(rendered, tmp_path: Path) -> None:
+    """test_arrivals.py is byte-identical in the segmentation project, imports no module that differs,
+    and takes only `free_port` of conftest, which the task does not change: it does not run there.
+    With `free_port` made to use the task's synthetic source, it does (the other side); with a pytest
+    hook added to the task's conftest, every file does."""
     backend, sampler = TASK_RENDERS["segmentation"]
     task, classification = rendered(backend, sampler, "segmentation"), rendered(backend, sampler)
-    decode = "tests/test_decode.py"
-    assert (task / decode).read_bytes() == (classification / decode).read_bytes(), (
-        "test_decode.py differs: pick another"
-    )
-    assert decode in task_dependent_tests(task, classification), "a file whose conftest differs is left out"
-    same_conftest = Path(shutil.copytree(task, tmp_path / "project"))
-    shutil.copy(classification / "tests" / "conftest.py", same_conftest / "tests" / "conftest.py")
-    assert decode not in task_dependent_tests(same_conftest, classification), "an unchanged file is run again"
+    arrivals = "tests/test_arrivals.py"
+    assert (task / arrivals).read_bytes() == (classification / arrivals).read_bytes(), "test_arrivals.py differs"
+    assert arrivals not in task_dependent_tests(task, classification), "a file that uses nothing the task changes"
+    changed = Path(shutil.copytree(task, tmp_path / "changed"))
+    conftest = changed / "tests" / "conftest.py"
+    text = conftest.read_text()
+    assert text.count("def free_port() -> int:\n") == 1, "conftest's free_port changed: update this test"
+    conftest.write_text(text.replace("def free_port() -> int:\n", "def free_port() -> int:\n    assert synthetic\n"))
+    assert arrivals in task_dependent_tests(changed, classification), "a file whose conftest name changed is left out"
+    hooked = Path(shutil.copytree(task, tmp_path / "hooked"))
+    conftest = hooked / "tests" / "conftest.py"
+    conftest.write_text(conftest.read_text() + "\n\ndef pytest_configure(config):\n    pass\n")
+    every = sorted(str(p.relative_to(hooked)) for p in (hooked / "tests").glob("test_*.py"))
+    assert task_dependent_tests(hooked, classification) == every, "a hook the task adds reaches every test file"
 
 
 @pytest.mark.parametrize("backend", sorted(DEFAULT_SAMPLER))
