@@ -156,10 +156,11 @@ def held_out(line: dict, recipe: Recipe, model, heldout, folder: RunFolder, devi
     endpoint lost) leaves the epoch saved and logged, its figure null (evaluate.py scores it), and a resume goes on."""
     figure = recipe.score(model.module, heldout, device) if heldout else float("nan")
     if (voice := epoch_voice()) is not None:  # every node's log shows its progress
-        # the line ends in "<rate> samples/s": scripts/gpu_smoke.sh reads it there
+        # ends in "<rate> samples/s" (scripts/gpu_smoke.sh reads it there) and its newline, in one write: a rank is
+        # unbuffered (python -u) and the nodes share a log (srun), where print's two writes let lines run together
         print(f"{voice}epoch {line['epoch']}: loss {line['loss']:.4f}  train acc {line['train_accuracy']:.3f}  heldout "
               f"{METRIC} {figure:.3f}  lr {line['lr']:.3g}  data wait {100 * line['data_wait_fraction']:.0f}%  "
-              f"{line['samples_per_s']:,.0f} samples/s", flush=True)  # fmt: skip
+              f"{line['samples_per_s']:,.0f} samples/s\n", end="", flush=True)  # fmt: skip
     if dist.get_rank() == 0:
         folder.complete(line["epoch"], **{f"heldout_{METRIC}": figure if heldout else None})
 
