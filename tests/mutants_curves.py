@@ -52,4 +52,13 @@ MUTANTS = [
         **ARROW,
         only_test=f"{TEST}test_the_epoch_line_shows_the_data_wait",
     ),
+    Mutant(
+        "epoch-line-in-two-writes",
+        "the epoch line is printed as print writes it, its text and then its newline: unbuffered ranks of two "
+        "nodes in one log run their lines together",
+        function="held_out",
+        edits=(('samples/s\\n", end="", flush=True)', 'samples/s", flush=True)'),),
+        **ARROW,
+        only_test=f"{TEST}test_the_epoch_line_is_one_write_with_its_newline",
+    ),
 ]
