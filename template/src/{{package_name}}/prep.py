@@ -57,10 +57,9 @@ from .sources.parts import Parts, join_parts, write_part
 from .sources.source import Source, split_heldout, with_mask_classes
 from .sources.source_writer import SourceWriter
 from .sources.storing import FORMAT, Out, SampleWriter, ShardsOut, Storing
-{% if task == 'contrastive' %}from .sources.synthetic_pairs import synthetic as synthetic_source
-{% elif task == 'segmentation' %}from .sources.synthetic_masks import synthetic as synthetic_source
-{% else %}from .sources.synthetic_images import synthetic as synthetic_source
-{% endif %}from .sources.verify import Undecodable, Verifier, default_processes
+from .sources.synthetic import HELP as SYNTHETIC_HELP
+from .sources.synthetic import synthetic as synthetic_source
+from .sources.verify import Undecodable, Verifier, default_processes
 
 app = typer.Typer(
     add_completion=False,
@@ -406,15 +405,8 @@ def write_dataset(
         del labels
 
 
-{% if task == 'segmentation' %}@app.command(
-    help="The embedded default: PNG images of coloured shapes (32x32 unless --image-size), each with its mask "
-    "(a PNG field 'mask' of class ids: 0 the background, 1 .. C-1 the shapes' classes)."
-)
-{% else %}@app.command(
-    help="The embedded default: PNG images of coloured shapes (32x32 unless --image-size), generated sorted by "
-    f"label (the worst case order{storing.SORTED_SOURCE})."
-)
-{% endif %}@options_of(storage=Storing, in_parts=Parts)
+@app.command(help=SYNTHETIC_HELP)  # the task's embedded data (sources/synthetic.py)
+@options_of(storage=Storing, in_parts=Parts)
 def synthetic(
     out: Out,
     storage: Storing,  # the backend's options of how samples are stored, one per field (sources/storing.py)
