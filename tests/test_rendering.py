@@ -112,7 +112,13 @@ def test_the_templates_plain_python_is_linted_where_it_is() -> None:
     assert not JINJA_LEFTOVER.search(loop.read_text()), "template/.../train.py holds Jinja: it is no plain Python"
     listed = run_in(ROOT, sys.executable, "-m", "ruff", "check", "--no-cache", "--show-files", "template")
     linted = {Path(line.strip()).name for line in listed.stdout.splitlines()}
-    plain = {"train.py", "audit.py", "prep.py", "streams.py", "{% if loader_backend == 'webdataset' %}storing.py{% endif %}"}
+    plain = {
+        "train.py",
+        "audit.py",
+        "prep.py",
+        "streams.py",
+        "{% if loader_backend == 'webdataset' %}storing.py{% endif %}",
+    }
     assert plain <= linted, f"ruff does not read the template's plain Python in place: {sorted(linted)}"
     assert_linted(ROOT / "template", "template's plain Python files, in place")
 

@@ -91,14 +91,30 @@ def worker_killed(err: BaseException, wait_s: float = WORKER_DEATH_WAIT_S) -> st
     what it was raised from) is torch's report of it, or an error of the loader's socket to a child
     of this process that a signal killed; None for any other error."""
     for seen in raised_from(err):
-        found = WORKER_KILLED.search(str(seen)) if isinstance(seen, RuntimeError) else None
-        if found:
-            pid, text = found.groups()
-            return killed_words(int(pid), SIGNAL_BY_TEXT.get(text), text)
-    if raised_in_the_loader(err) and (killed := killed_child(wait_s)) is not None:
-        pid, status = killed
-        return killed_words(pid, signal.Signals(status) if status in signal.valid_signals() else None, str(status))
+        if (words := reported_death(seen)) is not None:
+            return words
+    if raised_in_the_loader(err):
+        try:
+            killed = killed_child(wait_s)
+        except RuntimeError as report:  # torch's SIGCHLD handler saw the death while this looked for it
+            if (words := reported_death(report)) is None:
+                raise
+            return words
+        if killed is not None:
+            pid, status = killed
+            number = signal.Signals(status) if status in signal.valid_signals() else None
+            return killed_words(pid, number, str(status))
     return None
+
+
+def reported_death(err: BaseException) -> str | None:
+    """torch's report of a DataLoader worker killed by a signal (a RuntimeError), in words; None for
+    any other error."""
+    found = WORKER_KILLED.search(str(err)) if isinstance(err, RuntimeError) else None
+    if found is None:
+        return None
+    pid, text = found.groups()
+    return killed_words(int(pid), SIGNAL_BY_TEXT.get(text), text)
 
 
 def raised_from(err: BaseException) -> Iterator[BaseException]:
