@@ -91,12 +91,7 @@ def locate(package: Path, mutant: Mutant, function: str) -> Definition:
     """The one definition of `function` among all modules of the package."""
     matches = []
     for path in sorted(package.rglob("*.py")):
-        parts = path.relative_to(package).with_suffix("").parts
-        # a module is named by its dotted path or any tail of it (`loader`, `data.loader`), so a
-        # mutant still finds its function after the module moves into a folder
-        for qualname, found in definitions(path, path.read_text()).items():
-            if function == qualname or function in {".".join(parts[i:]) + f".{qualname}" for i in range(len(parts))}:
-                matches.extend(found)
+        matches.extend(named_in(package, path, path.read_text(), function))
     if not matches:
         raise MutantError(
             f"mutant {mutant.id}: no function {function!r} in any module of {package}: "
@@ -111,6 +106,20 @@ def locate(package: Path, mutant: Mutant, function: str) -> Definition:
     return matches[0]
 
 
+def named_in(package: Path, path: Path, source: str, function: str) -> list[Definition]:
+    """The definitions in one module (`source`, its text) that `function` names: by its qualified name,
+    or by that name after the module's dotted path or any tail of it (`loader.f`, `data.loader.f`), so
+    that a mutant still finds its function after the module moves into a folder."""
+    parts = path.relative_to(package).with_suffix("").parts
+    modules = {".".join(parts[i:]) for i in range(len(parts))}
+    return [
+        definition
+        for qualname, found in definitions(path, source).items()
+        if function == qualname or function in {f"{module}.{qualname}" for module in modules}
+        for definition in found
+    ]
+
+
 def mutated_sources(package: Path, mutant: Mutant) -> dict[Path, str]:
     """{module: its text with the mutant's edits applied inside the named functions}; writes nothing.
 
@@ -123,7 +132,7 @@ def mutated_sources(package: Path, mutant: Mutant) -> dict[Path, str]:
         definition = locate(package, mutant, function)
         if definition.path in texts:  # a second function of a module already edited: find it again there
             source = texts[definition.path]
-            definition = definitions(definition.path, source)[function][0]
+            definition = named_in(package, definition.path, source, function)[0]
         else:
             source = definition.path.read_text()
         segment = source[definition.start : definition.end]

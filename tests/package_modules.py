@@ -27,14 +27,22 @@ def package_imports(path: Path, package: Path, modules: set[str]) -> set[str]:
         here = here[:-1]  # a module's relative imports start from its folder
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == PACKAGE):
-            if node.level:
-                base = here[: len(here) - (node.level - 1)] + ((node.module or "").split(".") if node.module else [])
-            else:
-                base = node.module.split(".")[1:]
-            base_name = ".".join(base)
-            named = {f"{base_name}.{a.name}".lstrip(".") for a in node.names} & modules
-            found |= named or ({base_name} & modules)
-        elif isinstance(node, ast.Import):
-            found |= {a.name.removeprefix(f"{PACKAGE}.") for a in node.names if a.name.startswith(f"{PACKAGE}.")}
+        found |= imported_modules(node, here, modules)
+    return found
+
+
+def imported_modules(node: ast.AST, here: list[str], modules: set[str]) -> set[str]:
+    """The modules of the package that one statement imports (none but for an import of the package);
+    `here`: the folder, as a module name's parts, that a relative import starts from."""
+    found = set()
+    if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == PACKAGE):
+        if node.level:
+            base = here[: len(here) - (node.level - 1)] + ((node.module or "").split(".") if node.module else [])
+        else:
+            base = node.module.split(".")[1:]
+        base_name = ".".join(base)
+        named = {f"{base_name}.{a.name}".lstrip(".") for a in node.names} & modules
+        found |= named or ({base_name} & modules)
+    elif isinstance(node, ast.Import):
+        found |= {a.name.removeprefix(f"{PACKAGE}.") for a in node.names if a.name.startswith(f"{PACKAGE}.")}
     return found & modules

@@ -11,7 +11,7 @@ import jinja2
 import pytest
 from conftest import PACKAGE, ROOT
 from mutants_framework import definitions
-from package_modules import package_imports, package_modules
+from package_modules import imported_modules, package_imports, package_modules
 from pytest_server import run_pytest
 from variants import COMBINATIONS, DEFAULT_BACKEND, DEFAULT_SAMPLER, DEFAULT_TASK, TASK_RENDERS, TESTED, UNTESTED
 
@@ -192,9 +192,9 @@ def not_from_tested_pairs(project: Path, backend: str, sampler: str, twins: list
     names = [re.compile(rf"\b{re.escape(word)}\b") for word in (backend, sampler)]
     found = []
     for path in sorted(p for p in project.rglob("*") if p.is_file() and ".git" not in p.relative_to(project).parts):
-        relative = path.relative_to(project)
+        relative, data = path.relative_to(project), path.read_bytes()
         held = [twin / relative for twin in twins if (twin / relative).is_file()]
-        if any(twin.read_bytes() == path.read_bytes() for twin in held):
+        if any(twin.read_bytes() == data for twin in held):
             continue
         if relative.suffix == ".md" or str(relative) in DESCRIPTIONS:
             lines = {line for twin in held for line in twin.read_text().splitlines()}
@@ -212,7 +212,9 @@ def named_alone(line: str, names: list[re.Pattern]) -> bool:
 def test_a_pair_left_untested_holds_only_files_of_tested_pairs(rendered, backend: str, sampler: str) -> None:
     """Why CI runs no suite of this pair (variants.TESTED): every file of its project is a file of a
     project whose suite and mutants run."""
-    twins = [rendered(backend, DEFAULT_SAMPLER[backend]), rendered(DEFAULT_BACKEND, sampler)]
+    pairs = [(backend, DEFAULT_SAMPLER[backend]), (DEFAULT_BACKEND, sampler)]
+    assert all(pair in TESTED for pair in pairs), f"{backend}/{sampler}: its twins {pairs} are not all tested"
+    twins = [rendered(*pair) for pair in pairs]
     assert not (found := not_from_tested_pairs(rendered(backend, sampler), backend, sampler, twins)), (
         f"{backend}/{sampler}: files no tested project holds: {found}; test this pair (variants.TESTED) "
         "or move what depends on both answers into a file of one of them"
@@ -259,13 +261,16 @@ def used_names(tree: ast.AST) -> set[str]:
     }
 
 
-def conftest_names_that_change(project: Path, classification: Path, changed_modules: set[str]) -> set[str] | None:
+def conftest_names_that_change(
+    project: Path, classification: Path, modules: set[str], changed_modules: set[str]
+) -> set[str] | None:
     """The names of the task project's tests/conftest.py whose meaning the task changes: those whose
     statement differs from the classification project's conftest (the task's synthetic source, its
     METRIC_FLOOR), those imported from a module the task changes, and every name whose definition
     uses one of them (prepare_synthetic, then sorted_data, then two_runs: a fixture's parameters count).
     None when the change is not a name's: a module-level statement that binds none, a pytest hook or
-    an autouse fixture (which reach every test)."""
+    an autouse fixture (which reach every test). `modules`: the package's module names; `changed_modules`
+    those the task changes."""
     task, other = (ast.parse((p / "tests" / "conftest.py").read_text()) for p in (project, classification))
     other_statements = {ast.dump(statement) for statement in other.body}
     definitions: dict[str, list[ast.stmt]] = {}
@@ -278,8 +283,8 @@ def conftest_names_that_change(project: Path, classification: Path, changed_modu
             continue
         for name in bound:
             definitions.setdefault(name, []).append(statement)
-        module = statement.module or "" if isinstance(statement, ast.ImportFrom) else ""
-        if ast.dump(statement) not in other_statements or module.removeprefix(f"{PACKAGE}.") in changed_modules:
+        # conftest is outside the package: its imports of the package are absolute (`here` is empty)
+        if ast.dump(statement) not in other_statements or imported_modules(statement, [], modules) & changed_modules:
             changed |= bound
     grown = True
     while grown:  # what uses a changed name changes, to the end of the chain
@@ -313,7 +318,7 @@ def task_dependent_tests(project: Path, classification: Path) -> list[str]:
     while more := {name for name in modules if imports[name] & dependent} - dependent:
         dependent |= more
     files = sorted((project / "tests").glob("test_*.py"))
-    changed = conftest_names_that_change(project, classification, dependent)
+    changed = conftest_names_that_change(project, classification, names, dependent)
     if changed is None:
         return [str(path.relative_to(project)) for path in files]
     return sorted(

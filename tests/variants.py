@@ -47,7 +47,7 @@ TASK_RENDERS = {"contrastive": ("webdataset", "shard_buffer"), "segmentation": (
 # (files or memory with block or sequential) is made of files that one of these projects holds and
 # tests, byte for byte apart from the words that name the pair
 # (test_generated_suites.test_a_pair_left_untested_holds_only_files_of_tested_pairs); its suite
-# would test the same code again: 4 suites and 24 mutants, a tenth of CI's time.
+# would test the same code again: 4 suites and 24 mutants, 174 of the 2,900 worker-seconds of one measured CI.
 TESTED = [
     (backend, sampler)
     for backend, sampler in COMBINATIONS
