@@ -115,4 +115,22 @@ MUTANTS = [
         **task_render("contrastive"),
         only_test="tests/test_contrastive.py::test_two_ranks_learn_to_match_held_out_images_with_their_captions",
     ),
+    Mutant(
+        "synthetic-of-another-task",
+        "the contrastive project's prep synthetic writes the classification task's images (no captions): the "
+        "demo and a user's first data set cannot train the recipe",
+        function="prep.synthetic",
+        edits=(
+            (
+                "        training = synthetic_source(num_samples,",
+                "        training = synthetic_images.synthetic(num_samples,",
+            ),
+            (
+                "            synthetic_source(heldout_samples,",
+                "            synthetic_images.synthetic(heldout_samples,",
+            ),
+        ),
+        **task_render("contrastive"),
+        only_test="tests/test_prep.py::test_synthetic_is_stored_sorted_by_label_with_a_complete_manifest",
+    ),
 ]
