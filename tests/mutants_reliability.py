@@ -12,6 +12,9 @@ FORKED = "tests/test_launch.py::test_a_rank_forked_from_the_launcher_starts_as_a
 CHECKPOINTS = "tests/test_recipe.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_is_one_error_naming_the_fix"
 KILLED = "tests/test_launch.py::test_a_killed_rank_is_named_in_one_line_and_the_others_stop_without_a_traceback"
 WORKER_KILLED = "tests/test_launch.py::test_a_killed_dataloader_worker_is_named_by_its_signal_and_fix_and_restarted"
+# The workers' excepthook (errors.quiet_when_the_rank_dies): the loader installs it, and what it hides.
+HOOKED = "tests/test_launch.py::test_the_loaders_workers_run_with_the_hook_that_is_quiet_when_their_rank_dies"
+QUIET = "tests/test_launch.py::test_a_worker_says_nothing_when_its_rank_dies_while_it_hands_over_a_batch"
 # The harness (launch, run folder, checkpoints) and train.py are the same for every backend.
 LAUNCH_ONLY = one_render("memory")
 
@@ -303,6 +306,32 @@ MUTANTS = [
         edits=(("        except RuntimeError as report:", "        except ZeroDivisionError as report:"),),
         **LAUNCH_ONLY,
         only_test="tests/test_launch.py::test_torchs_report_of_the_death_raised_while_the_socket_error_is_read_is_the_killed_worker",
+    ),
+    Mutant(
+        "rank-death-printed-by-its-worker",
+        "the loader's DataLoader workers run without quiet_when_the_rank_dies: a rank killed while it takes a "
+        "batch leaves its worker's resource_sharer traceback beside the launcher's one line",
+        function="RankLoader.epoch",
+        edits=(("            worker_init_fn=quiet_when_the_rank_dies,\n", ""),),
+        **LAUNCH_ONLY,
+        only_test=HOOKED,
+    ),
+    Mutant(
+        "rank-death-hook-prints-it",
+        "the workers' excepthook prints the resource_sharer's reset connection as any other error",
+        function="unless_the_rank_died",
+        edits=(("    if not (handing_over and", "    if True or not (handing_over and"),),
+        **LAUNCH_ONLY,
+        only_test=QUIET,
+    ),
+    Mutant(
+        "rank-death-hook-hides-every-reset",
+        "the workers' excepthook hides every ConnectionError that reaches it, not only the resource_sharer's "
+        "handover to its rank: a worker thread's own failure goes unsaid",
+        function="unless_the_rank_died",
+        edits=(("    handing_over = tb is not None and", "    handing_over = True or"),),
+        **LAUNCH_ONLY,
+        only_test=QUIET,
     ),
     Mutant(
         "killed-worker-ends-restarts",

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from multiprocessing import resource_sharer
 from pathlib import Path
+from types import TracebackType
 from typing import NoReturn
 
 # Set by launch.py for the ranks it starts: the file their error lines go to, so that the
@@ -161,6 +164,27 @@ def killed_child(wait_s: float) -> tuple[int, int] | None:
         if time.monotonic() > deadline:
             return None
         time.sleep(0.01)
+
+
+def quiet_when_the_rank_dies(worker_id: int) -> None:
+    """A DataLoader worker's worker_init_fn: the worker says nothing of its rank's death.
+
+    A worker hands a batch's shared memory to its rank over a socket of multiprocessing's
+    resource_sharer, whose thread prints a traceback (ConnectionResetError in deliver_challenge)
+    when the rank dies in the middle of taking it (a rank killed by the out-of-memory killer: seen
+    in a test's kill -9 of a rank on 2 busy cores). The rank's death is what the launcher names, in
+    one line; the worker then ends as torch's watchdog sees its parent gone."""
+    sys.excepthook = functools.partial(unless_the_rank_died, sys.excepthook)
+
+
+def unless_the_rank_died(
+    excepthook: Callable[..., object], kind: type[BaseException], err: BaseException, tb: TracebackType | None
+) -> None:
+    """`excepthook`, for any error but a resource_sharer's connection lost while it hands over (the
+    one process it hands to is the rank)."""
+    handing_over = tb is not None and tb.tb_frame.f_code is resource_sharer._ResourceSharer._serve.__code__
+    if not (handing_over and issubclass(kind, ConnectionError | EOFError)):
+        excepthook(kind, err, tb)
 
 
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer")
