@@ -8,7 +8,7 @@
     nox -s lint   ruff (through pre-commit) on this repository's own code and, in place, on the template's
                   plain Python files; `duplicates` on a render
     nox -s mutate mutmut over the default render's promise-carrying modules (the epoch plan, its
-                  sampler, the stretches of a resumed epoch, the shuffle metrics; the tally; decode),
+                  sampler, the stretches of a resumed epoch, the shuffle metrics; the tally; decode, JPEG crop),
                   on the tests of theirs that start no processes, one run a group (`-- decode`; not
                   run by default: 4 to 20 minutes a group on 2 cores; tests/README.md's "The
                   mutation tool's run" lists what survives and why)
@@ -202,8 +202,9 @@ def lint(session: nox.Session) -> None:
 
 MUTATE_PACKAGE = "mutexp"
 # The runs of the mutation tool: the modules that carry the promises of the plan and the audit, of
-# the metrics line's sums (tally) and of the decoded batch (decode: crop box, flip, fields), each
-# with the generated tests of theirs that start no processes (and a -k), one run a module group.
+# the metrics line's sums (tally) and of the decoded batch (decode: crop box, flip, fields, and a JPEG
+# decoded for its crop), each with the generated tests of theirs that start no processes (and a
+# -k), one run a module group.
 # -k leaves out test_audit's tests of the whole `audit` command (seconds each).
 AUDIT_COMMAND = "audit_of or class_mix_is or shard_mix_is or without_classes or field or ledger or fails_the_audit"
 MUTATE_RUNS = {
@@ -213,7 +214,11 @@ MUTATE_RUNS = {
         f"not ({AUDIT_COMMAND})",
     ),
     "tally": (["harness/tally.py"], ["tests/test_recipe.py"], None),
-    "decode": (["data/decode.py"], ["tests/test_decode.py", "tests/test_augmentation.py", "tests/test_text.py"], None),
+    "decode": (
+        ["data/decode.py", "data/jpeg_crop.py"],
+        ["tests/test_decode.py", "tests/test_augmentation.py", "tests/test_text.py"],
+        None,
+    ),
 }
 
 

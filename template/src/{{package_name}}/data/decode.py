@@ -95,20 +95,11 @@ def to_rgb(image: Image.Image) -> Image.Image:
         image = Image.fromarray(np.clip(np.rint(pixels / 257), 0, 255).astype(np.uint8), "L")
     elif image.mode == "F":  # floating point: taken as 0..1
         image = Image.fromarray(np.clip(np.rint(np.asarray(image) * 255), 0, 255).astype(np.uint8), "L")
-    elif image.mode == "LAB":  # convert has no LAB -> RGB: a colour transform does it
-        image = lab_to_rgb(image)
     if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
         # Palette and tRNS transparency become alpha too; La (premultiplied) goes through LA.
         rgba = (image.convert("LA") if image.mode == "La" else image).convert("RGBA")
         return Image.alpha_composite(Image.new("RGBA", rgba.size, (*BACKGROUND, 255)), rgba).convert("RGB")
-    return image if image.mode == "RGB" else image.convert("RGB")
-
-
-def lab_to_rgb(image: Image.Image) -> Image.Image:
-    from PIL import ImageCms
-
-    transform = ImageCms.buildTransform(ImageCms.createProfile("LAB"), ImageCms.createProfile("sRGB"), "LAB", "RGB")
-    return ImageCms.applyTransform(image, transform)
+    return image if image.mode == "RGB" else image.convert("RGB")  # LAB too: Pillow >= 9.4 converts it through ImageCms
 
 
 class SampleError(DataError):

@@ -13,8 +13,9 @@ orientation to the stored pixels (`upright_to_stored`). Two decoders give the sa
 decode.CROP_TOLERANCE of the full decode + crop + resize:
 
 - simplejpeg (the project's `jpeg` extra: libjpeg-turbo, bundled in its wheels), when it is installed:
-  a faster decoder than Pillow's (the same libjpeg-turbo, less around it). CMYK JPEGs (which
-  libjpeg-turbo cannot convert to RGB) go through Pillow.
+  a faster decoder than Pillow's (the same libjpeg-turbo, less around it). CMYK JPEGs go through Pillow, whose
+  conversion (Adobe's inverted CMYK included) the tests hold as the reference (simplejpeg 1.9 gives the
+  same within a level; its floor, 1.8, is not checked for it).
 - Pillow otherwise (`Image.draft`).
 Both at the scales 1, 1/2, 1/4 and 1/8 (SCALES: libjpeg-turbo's others decode slower than in full).
 
@@ -148,7 +149,7 @@ def decoded_for(
     width, height = image.size
     crop_side = min(box[2] - box[0], box[3] - box[1])
     reduction = next(s for s in SCALES if crop_side / s >= CROP_FACTOR * image_size or s == 1)
-    if simplejpeg is not None and image.mode in ("RGB", "L"):  # not CMYK: libjpeg-turbo has no CMYK -> RGB
+    if simplejpeg is not None and image.mode in ("RGB", "L"):  # CMYK through Pillow (see above)
         size = (math.ceil(width / reduction), math.ceil(height / reduction))
         if reduction > 1 and all(
             (math.ceil(width * n / 8), math.ceil(height * n / 8)) != size for n in range(1, 9) if n != 8 // reduction
