@@ -308,6 +308,15 @@ MUTANTS = [
         only_test="tests/test_launch.py::test_torchs_report_of_the_death_raised_while_the_socket_error_is_read_is_the_killed_worker",
     ),
     Mutant(
+        "stacks-not-asked-for",
+        "the launcher and its ranks print nothing on STACKS_SIGNAL (they die of it): a run that hangs says "
+        "nowhere where it waits",
+        function="stacks_on_signal",
+        edits=(("    faulthandler.register(STACKS_SIGNAL, all_threads=True)", "    return"),),
+        **LAUNCH_ONLY,
+        only_test=f"{KILLED}[rank]",
+    ),
+    Mutant(
         "rank-death-printed-by-its-worker",
         "the loader's DataLoader workers run without quiet_when_the_rank_dies: a rank killed while it takes a "
         "batch leaves its worker's resource_sharer traceback beside the launcher's one line",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import faulthandler
 import functools
 import os
 import re
@@ -29,6 +30,17 @@ CONSEQUENCE = "consequence: "
 # <words>"): not a cause (a restart may mend it), so the launcher restarts as for any crash and
 # names the rank with these words in its restart and error lines.
 ENDED = "ended: "
+
+# A run that hangs says where: `kill -USR2 PID` of its launcher, of a rank or of a DataLoader worker
+# prints the Python stack of each thread of that process to its stderr (Python's faulthandler), and
+# the process goes on. The launcher and every rank ask for it (stacks_on_signal); a worker inherits
+# it from its rank. The tests send it to every process of a command that outlives its bound.
+STACKS_SIGNAL = signal.SIGUSR2
+
+
+def stacks_on_signal() -> None:
+    """STACKS_SIGNAL prints this process's threads' stacks to stderr (and its children's, forked later)."""
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
 
 
 class DataError(Exception):

@@ -87,6 +87,7 @@ from .errors import (
     PACKAGE,
     DataError,
     Stopped,
+    stacks_on_signal,
     stop_with_one_line,
 )
 from .waiting import WaitReport
@@ -720,6 +721,7 @@ def main(argv: list[str]) -> int:
     # Ctrl-C or SIGTERM before torchrun takes over the signals (while torch is imported, say):
     # one line, and the scratch folder and the lock let go, as after one that comes later.
     stop_with_one_line()
+    stacks_on_signal()  # a launcher that hangs says where, asked (errors.STACKS_SIGNAL); its forked ranks inherit it
     try:
         return start(argv)
     except Stopped as stopped:

@@ -31,6 +31,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from .errors import stacks_on_signal
+
 # The exception the run ended with, with its traceback's frames: held until os._exit (see above).
 HELD: list[BaseException] = []
 
@@ -47,6 +49,7 @@ def exit_code(done: SystemExit) -> int:
 
 def run_then_exit(main: Callable[[], object]) -> NoReturn:
     """Run `main` (a CLI entry point, which ends with SystemExit), then end the process at once."""
+    stacks_on_signal()  # a rank that hangs says where, asked (errors.STACKS_SIGNAL)
     try:
         main()
         code = 0
