@@ -15,6 +15,7 @@ WORKER_KILLED = "tests/test_launch.py::test_a_killed_dataloader_worker_is_named_
 # The workers' excepthook (errors.quiet_when_the_rank_dies): the loader installs it, and what it hides.
 HOOKED = "tests/test_launch.py::test_the_loaders_workers_run_with_the_hook_that_is_quiet_when_their_rank_dies"
 QUIET = "tests/test_launch.py::test_a_worker_says_nothing_when_its_rank_dies_while_it_hands_over_a_batch"
+ORPHANED = "tests/test_launch.py::test_a_dataloader_worker_ends_with_its_rank_even_one_whose_rank_ended_as_it_started"
 # The harness (launch, run folder, checkpoints) and train.py are the same for every backend.
 LAUNCH_ONLY = one_render("memory")
 
@@ -315,6 +316,22 @@ MUTANTS = [
         edits=(("    faulthandler.register(STACKS_SIGNAL, all_threads=True)", "    return"),),
         **LAUNCH_ONLY,
         only_test=f"{KILLED}[rank]",
+    ),
+    Mutant(
+        "worker-outlives-its-rank",
+        "a DataLoader worker does not ask to end with its rank: one whose rank died as it started polls for ever",
+        function="quiet_when_the_rank_dies",
+        edits=(("    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)\n", ""),),
+        **LAUNCH_ONLY,
+        only_test=f"{ORPHANED}[after the worker started]",
+    ),
+    Mutant(
+        "worker-of-an-ended-rank-goes-on",
+        "a DataLoader worker whose rank ended before it asked to end with it goes on: nothing will end it",
+        function="quiet_when_the_rank_dies",
+        edits=(("    if os.getppid() != rank.pid:", "    if False:"),),
+        **LAUNCH_ONLY,
+        only_test=f"{ORPHANED}[before the worker asked]",
     ),
     Mutant(
         "rank-death-printed-by-its-worker",
