@@ -318,6 +318,14 @@ MUTANTS = [
         only_test=f"{KILLED}[rank]",
     ),
     Mutant(
+        "rank-anew-without-stacks",
+        "a rank that torchrun starts anew (CUDA) does not ask for its stacks: it dies of STACKS_SIGNAL",
+        function="run_then_exit",
+        edits=(("    stacks_on_signal()  # a rank that hangs says where", "    pass  # a rank that hangs says where"),),
+        **LAUNCH_ONLY,
+        only_test="tests/test_launch.py::test_a_rank_started_anew_prints_its_stacks_when_asked_and_goes_on",
+    ),
+    Mutant(
         "worker-outlives-its-rank",
         "a DataLoader worker does not ask to end with its rank: one whose rank died as it started polls for ever",
         function="quiet_when_the_rank_dies",
