@@ -481,8 +481,10 @@ MUTANTS += [
         "each rank decides alone whether a held-out set exists (ranks disagree when one cannot see it)",
         "heldout_location",
         (
-            ("if rank == 0 and location.is_dir() else None]", "if location.is_dir() else None]"),
-            ("    dist.broadcast_object_list(decision, src=0)\n", ""),
+            (
+                "return broadcast_object(str(location) if rank == 0 and location.is_dir() else None, src=0)",
+                "return str(location) if location.is_dir() else None",
+            ),
         ),
         backends=("files",),  # the map-style train.py is the same for every sampler
         samplers=("global",),

@@ -16,6 +16,10 @@ WORKER_KILLED = "tests/test_launch.py::test_a_killed_dataloader_worker_is_named_
 HOOKED = "tests/test_launch.py::test_the_loaders_workers_run_with_the_hook_that_is_quiet_when_their_rank_dies"
 QUIET = "tests/test_launch.py::test_a_worker_says_nothing_when_its_rank_dies_while_it_hands_over_a_batch"
 ORPHANED = "tests/test_launch.py::test_a_dataloader_worker_ends_with_its_rank_even_one_whose_rank_ended_as_it_started"
+KEPT_ALIVE = "tests/test_launch.py::test_the_work_of_each_collective_is_kept_after_it_and_let_go_by_a_collective_kept_s_later"
+EVERY_COLLECTIVE = (
+    "tests/test_launch.py::test_every_collective_of_the_project_is_waited_for_and_kept_and_none_is_torchs_object_collective"
+)
 # The harness (launch, run folder, checkpoints) and train.py are the same for every backend.
 LAUNCH_ONLY = one_render("memory")
 
@@ -340,6 +344,30 @@ MUTANTS = [
         edits=(("    if os.getppid() != rank.pid:", "    if False:"),),
         **LAUNCH_ONLY,
         only_test=f"{ORPHANED}[before the worker asked]",
+    ),
+    Mutant(
+        "collective-work-left-to-gloo",
+        "the work of a collective is not kept after it: gloo's worker thread destroys it, and a DataLoader "
+        "worker forked meanwhile hangs forever on CPython before 3.11.10 (gh-112275)",
+        function="waited",
+        edits=(("    KEPT.append((now, work))\n", ""),),
+        **LAUNCH_ONLY,
+        only_test=KEPT_ALIVE,
+    ),
+    Mutant(
+        "torchs-object-collective",
+        "the checkpoint's gather of every rank's random states is torch's all_gather_object, whose tensors no "
+        "rank can keep",
+        function="gather_ranks",
+        edits=(
+            (
+                '    return gather_objects({"rng": rng_state(), **kept})\n',
+                '    ranks = [None] * dist.get_world_size()\n    dist.all_gather_object(ranks, {"rng": rng_state(), **kept})\n'
+                "    return ranks\n",
+            ),
+        ),
+        **LAUNCH_ONLY,
+        only_test=EVERY_COLLECTIVE,
     ),
     Mutant(
         "rank-death-printed-by-its-worker",

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from .collectives import broadcast_object, gather_objects
 from .ddp import check_replicas_agree
 from .errors import DISK_ERRORS, DataError
 from .progress import Stretch, steps_done
@@ -111,9 +112,7 @@ def seed_rank(seed: int, rank: int, *more: int) -> None:
 def gather_ranks(kept: dict[str, Any]) -> list[dict[str, Any]]:
     """Every rank's random states and what it keeps of the epoch so far (tally.py: its running
     sums and seconds into the epoch), gathered on every rank (one all_gather)."""
-    ranks: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(ranks, {"rng": rng_state(), **kept})
-    return ranks
+    return gather_objects({"rng": rng_state(), **kept})
 
 
 # --- writing and reading -----------------------------------------------------------------
@@ -245,17 +244,17 @@ def newest(directory: Path) -> dict | None:
     """Rank 0 reads the newest readable checkpoint in `directory` and every rank gets it (None
     when there is none; its path as "path"), so the run folder need only be on rank 0's disk.
     Its DataError reaches every rank, so that none waits for a broadcast that never comes."""
-    found: list[Any] = [None]
+    found: Any = None
     if dist.get_rank() == 0:
         try:
             readable = newest_readable(directory)
-            found = [None if readable is None else {**readable[0], "path": str(readable[1])}]
+            found = None if readable is None else {**readable[0], "path": str(readable[1])}
         except DataError as err:
-            found = [f"error: {err}"]
-    dist.broadcast_object_list(found, src=0)
-    if isinstance(found[0], str):
-        raise DataError(found[0].removeprefix("error: "))
-    return found[0]
+            found = f"error: {err}"
+    found = broadcast_object(found, src=0)
+    if isinstance(found, str):
+        raise DataError(found.removeprefix("error: "))
+    return found
 
 
 def restore(

@@ -9,6 +9,7 @@ import socket
 import torch
 import torch.distributed as dist
 
+from .collectives import gather_objects, waited
 from .errors import DataError
 from .run_folder import NODE_RANK_VARIABLE
 
@@ -53,8 +54,7 @@ def check_layout() -> None:
         int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
         socket.gethostname(),
     )
-    everyone: list = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
+    everyone = gather_objects(mine)
     nodes = {group: (node_rank, nproc, host) for group, node_rank, nproc, host in everyone}
     by_rank: dict[str, list[str]] = {}
     for node_rank, _, host in nodes.values():
@@ -77,7 +77,7 @@ def all_sum(values: list[float], device: torch.device) -> list[float]:
     (evaluate.py, a test): a recipe's held-out score is written once for both."""
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     if dist.is_initialized():
-        dist.all_reduce(tensor)
+        waited(dist.all_reduce(tensor, async_op=True))
     return tensor.tolist()
 
 
@@ -90,7 +90,7 @@ def check_replicas_agree(model: torch.nn.Module, world_size: int) -> None:
     weights = torch.rand(len(values), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     fingerprint = torch.stack([values.sum(), (values * values).sum(), (values * weights).sum()])
     fingerprints = [torch.zeros(3, dtype=torch.float64) for _ in range(world_size)]
-    dist.all_gather_object(fingerprints, fingerprint)
+    waited(dist.all_gather(fingerprints, fingerprint, async_op=True))
     if not all(torch.isfinite(f).all() for f in fingerprints):  # NaN never equals NaN: not a DDP fault
         raise DataError(
             "the parameters are not finite (NaN or inf) at the end of the run: training diverged; lower --lr "
@@ -109,4 +109,4 @@ def broadcast_buffers(model: torch.nn.Module) -> None:
     the start of each forward, but each rank then updates them with its own batch: after the
     last step they differ by that batch. Evaluated and saved, they must be one set."""
     for buffer in model.buffers():
-        dist.broadcast(buffer, src=0)
+        waited(dist.broadcast(buffer, src=0, async_op=True))

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from .collectives import broadcast_object, gather_objects
 from .curves import Scalars
 from .errors import PACKAGE, DataError, disk_errors_reported
 from .ledger import keep_lines
@@ -129,21 +130,19 @@ def agreed_run_dir(run_dir: Path | None, resume: bool = False) -> Path:
     """The run folder every rank uses: the choice of node 0's first rank (the folder node 0's
     launcher locked): `run_dir`, else with `resume` the newest in runs/, else a new one. Ranks
     of other nodes may have been given another default."""
-    leaders: list[Any] = [None] * dist.get_world_size()
     leader = os.environ.get(NODE_RANK_VARIABLE, "0") == "0" and os.environ.get("LOCAL_RANK", "0") == "0"
-    dist.all_gather_object(leaders, leader)
+    leaders = gather_objects(leader)
     source = leaders.index(True) if True in leaders else 0
-    choice: list[str | None] = [None]
+    choice = None
     if dist.get_rank() == source:
         try:
-            chosen = run_dir if run_dir is not None else newest_run_dir() if resume else new_run_dir()
-            choice = [str(chosen)]
+            choice = str(run_dir if run_dir is not None else newest_run_dir() if resume else new_run_dir())
         except DataError as err:
-            choice = [f"error: {err}"]
-    dist.broadcast_object_list(choice, src=source)
-    if choice[0].startswith("error: "):
-        raise DataError(choice[0].removeprefix("error: "))
-    return Path(choice[0])
+            choice = f"error: {err}"
+    choice = broadcast_object(choice, src=source)
+    if choice.startswith("error: "):
+        raise DataError(choice.removeprefix("error: "))
+    return Path(choice)
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
@@ -182,8 +181,7 @@ def versions() -> dict[str, str]:
 def config(options: dict[str, Any], data: str | Path, manifest_sha256: str | None, world_size: int) -> dict[str, Any]:
     """What config.json records; `hosts` comes from every rank (one all_gather). `manifest_sha256`:
     the data set's (data/manifest.py), which a resume must find unchanged."""
-    hosts: list[Any] = [None] * world_size
-    dist.all_gather_object(hosts, socket.gethostname())
+    hosts = gather_objects(socket.gethostname())
     answers = PROJECT / ".copier-answers.yml"
     return {
         "options": options,
