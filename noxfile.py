@@ -214,6 +214,7 @@ MUTATE_RUNS = {
         f"not ({AUDIT_COMMAND})",
     ),
     "tally": (["harness/tally.py"], ["tests/test_recipe.py"], None),
+    "manifest": (["data/manifest.py"], ["tests/test_manifest.py"], None),
     "decode": (
         ["data/decode.py", "data/jpeg_crop.py"],
         ["tests/test_decode.py", "tests/test_augmentation.py", "tests/test_text.py"],
