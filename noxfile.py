@@ -215,6 +215,8 @@ MUTATE_RUNS = {
     ),
     "tally": (["harness/tally.py"], ["tests/test_recipe.py"], None),
     "manifest": (["data/manifest.py"], ["tests/test_manifest.py"], None),
+    # the read path: a first run, its survivors open (tests/README.md)
+    "loader": (["data/loader.py", "data/arrow_backend.py"], ["tests/test_loader.py"], None),
     "decode": (
         ["data/decode.py", "data/jpeg_crop.py"],
         ["tests/test_decode.py", "tests/test_augmentation.py", "tests/test_text.py"],
