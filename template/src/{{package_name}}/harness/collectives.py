@@ -35,10 +35,10 @@ import torch
 import torch.distributed as dist
 
 # How long a collective's work is kept after it was waited for. gloo's thread lets go of it within
-# microseconds of the wait's return (the next lines of its loop), NCCL's watchdog within its polling
-# period (100 ms); a second is also hundreds of the time slices a thread waits for on 2 cores loaded
-# 20-fold. A run makes few collectives a second (two or three a step at most, the contrastive loss's),
-# so the works kept, and the tensors they hold, cost little memory.
+# microseconds of the wait's return (the next lines of its loop), NCCL's watchdog when it next looks at
+# its works; a second is also some thirty times what a runnable thread waits for its turn on 2 cores
+# loaded 20-fold (ten threads a core, a few milliseconds each). A step makes three collectives at most
+# (the contrastive loss's), so the works kept, and the tensors they hold, are a second's steps' worth.
 KEPT_S = 1.0
 
 KEPT: deque[tuple[float, dist.Work]] = deque()
