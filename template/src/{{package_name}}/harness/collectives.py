@@ -9,9 +9,10 @@ rank's wait has returned. When that thread holds the last reference to the work,
 with it its references to the rank's tensors; a tensor that has a Python object then takes the GIL,
 and the thread, which has no Python thread state, makes one under the interpreter's lock of thread
 states. A DataLoader worker forked at that moment (an epoch's start follows the last step's
-collectives, the epoch's sums and its checkpoint) inherits that lock held, and in CPython 3.8 to
-3.11.9 (gh-112275; fixed in 3.11.10 and 3.12) waits for it forever in its first instruction after the
-fork, before any of its Python runs: its rank waits for its batches forever. Seen once on 2 busy cores
+collectives, the epoch's sums and its checkpoint) inherits that lock held, and in CPython before
+3.11.10 (gh-112275; fixed in 3.11.10, 3.12 and late security releases of 3.8 to 3.10) waits for it
+forever in its first instruction after the fork, before any of its Python runs: its rank waits for its
+batches forever. Seen once on 2 busy cores
 (gdb: the worker in `PyOS_AfterFork_Child` -> `_PyThreadState_DeleteExcept`), and made to happen: 2 of
 64,000 children forked right after an all_reduce of a temporary tensor hung (8 ranks on 2 cores); 3 of
 128,000 with the tensor kept alive too (the thread takes the GIL to count its Python object down), none
