@@ -17,6 +17,7 @@ HOOKED = "tests/test_launch.py::test_the_loaders_workers_run_with_the_hook_that_
 QUIET = "tests/test_launch.py::test_a_worker_says_nothing_when_its_rank_dies_while_it_hands_over_a_batch"
 ORPHANED = "tests/test_launch.py::test_a_dataloader_worker_ends_with_its_rank_even_one_whose_rank_ended_as_it_started"
 KEPT_ALIVE = "tests/test_launch.py::test_the_work_of_each_collective_is_kept_after_it_and_let_go_by_a_collective_kept_s_later"
+OBJECTS = "tests/test_launch.py::test_the_object_collectives_give_every_rank_each_ranks_value_in_order_and_the_sources_own"
 EVERY_COLLECTIVE = (
     "tests/test_launch.py::test_every_collective_of_the_project_is_waited_for_and_kept_and_none_is_torchs_object_collective"
 )
@@ -368,6 +369,15 @@ MUTANTS = [
         ),
         **LAUNCH_ONLY,
         only_test=EVERY_COLLECTIVE,
+    ),
+    Mutant(
+        "decision-refused-on-its-source-alone",
+        "decided_by raises the deciding rank's DataError on that rank alone: every other rank takes the "
+        "error's message for the choice (a run folder or a checkpoint named by an error line)",
+        function="decided_by",
+        edits=(("    if not chosen:\n", "    if not chosen and dist.get_rank() == src:\n"),),
+        **LAUNCH_ONLY,
+        only_test=OBJECTS,
     ),
     Mutant(
         "rank-death-printed-by-its-worker",

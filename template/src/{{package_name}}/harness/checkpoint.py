@@ -39,7 +39,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .collectives import broadcast_object, gather_objects
+from .collectives import decided_by, gather_objects
 from .ddp import check_replicas_agree
 from .errors import DISK_ERRORS, DataError
 from .progress import Stretch, steps_done
@@ -243,18 +243,13 @@ def newest_readable(directory: Path, quiet: bool = False) -> tuple[dict, Path] |
 def newest(directory: Path) -> dict | None:
     """Rank 0 reads the newest readable checkpoint in `directory` and every rank gets it (None
     when there is none; its path as "path"), so the run folder need only be on rank 0's disk.
-    Its DataError reaches every rank, so that none waits for a broadcast that never comes."""
-    found: Any = None
-    if dist.get_rank() == 0:
-        try:
-            readable = newest_readable(directory)
-            found = None if readable is None else {**readable[0], "path": str(readable[1])}
-        except DataError as err:
-            found = f"error: {err}"
-    found = broadcast_object(found, src=0)
-    if isinstance(found, str):
-        raise DataError(found.removeprefix("error: "))
-    return found
+    Its DataError reaches every rank (decided_by), so that none waits for a broadcast that never comes."""
+
+    def read() -> dict | None:
+        readable = newest_readable(directory)
+        return None if readable is None else {**readable[0], "path": str(readable[1])}
+
+    return decided_by(0, read)
 
 
 def restore(

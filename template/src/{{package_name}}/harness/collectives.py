@@ -3,6 +3,7 @@
     waited(dist.all_reduce(tensor, async_op=True))  # every collective: started, waited for, kept
     everyone = gather_objects(value)                 # torch's all_gather_object, its work kept
     value = broadcast_object(value, src=0)           # torch's broadcast_object_list, its work kept
+    choice = decided_by(0, choose)                   # rank 0's choose() on every rank, or its DataError
 
 Why. gloo runs a collective on a worker thread, which lets go of the collective's work just after the
 rank's wait has returned. When that thread holds the last reference to the work, it destroys it, and
@@ -30,10 +31,15 @@ import pickle
 import sys
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+
+from .errors import DataError
+
+T = TypeVar("T")
 
 # How long a collective's work is kept after it was waited for. gloo's thread lets go of it within
 # microseconds of the wait's return (the next lines of its loop), NCCL's watchdog when it next looks at
@@ -108,3 +114,19 @@ def broadcast_object(value: Any, src: int) -> Any:
     payload = mine if mine is not None else torch.empty(int(size), dtype=torch.uint8, device=device)
     waited(dist.broadcast(payload, src=src, async_op=True))
     return value if mine is not None else from_bytes(payload, int(size))
+
+
+def decided_by(src: int, choose: Callable[[], T]) -> T:
+    """What rank `src`'s `choose()` returns, on every rank, which pass on nothing of their own (a run
+    folder, a checkpoint: what one rank reads for all). A DataError of `choose` is raised on every rank,
+    so that none waits for a value that never comes."""
+    decided: tuple[bool, Any] | None = None
+    if dist.get_rank() == src:
+        try:
+            decided = (True, choose())
+        except DataError as err:
+            decided = (False, str(err))
+    chosen, value = broadcast_object(decided, src=src)
+    if not chosen:
+        raise DataError(value)
+    return value

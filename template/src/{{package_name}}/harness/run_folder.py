@@ -34,9 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import torch.distributed as dist
-
-from .collectives import broadcast_object, gather_objects
+from .collectives import decided_by, gather_objects
 from .curves import Scalars
 from .errors import PACKAGE, DataError, disk_errors_reported
 from .ledger import keep_lines
@@ -133,16 +131,11 @@ def agreed_run_dir(run_dir: Path | None, resume: bool = False) -> Path:
     leader = os.environ.get(NODE_RANK_VARIABLE, "0") == "0" and os.environ.get("LOCAL_RANK", "0") == "0"
     leaders = gather_objects(leader)
     source = leaders.index(True) if True in leaders else 0
-    choice = None
-    if dist.get_rank() == source:
-        try:
-            choice = str(run_dir if run_dir is not None else newest_run_dir() if resume else new_run_dir())
-        except DataError as err:
-            choice = f"error: {err}"
-    choice = broadcast_object(choice, src=source)
-    if choice.startswith("error: "):
-        raise DataError(choice.removeprefix("error: "))
-    return Path(choice)
+
+    def choose() -> str:  # on that rank alone: new_run_dir makes the folder
+        return str(run_dir if run_dir is not None else newest_run_dir() if resume else new_run_dir())
+
+    return Path(decided_by(source, choose))
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
