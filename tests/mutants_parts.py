@@ -1,5 +1,5 @@
 """Mutants of issue 41 (prep that scales out): parts whose slices overlap, parts that key their
-samples from 0 each, a part of a shuffled data set stored in the source's order, a join that writes the data set before it has checked every part. Each is
+samples from 0 each, a part of a shuffled data set stored in the source's order, a join that writes the data set before it has checked every part; in a bucket, a part whose marker goes up before its files and a join that downloads the shards. Each is
 killed by the generated test named in `only_test` (checked with test_mutants_are_killed -k)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 from mutants_framework import Mutant, one_render
 
 PARTS = "tests/test_prep_parts.py::"
+IN_BUCKET = "tests/test_s3.py::test_two_parts_prepared_into_a_bucket_and_joined_there_are_the_data_set_one_prep_writes"
 
 MUTANTS = [
     Mutant(
@@ -37,18 +38,45 @@ MUTANTS = [
     Mutant(
         "join-writes-before-checking-parts",
         "join writes the joined manifests first and checks the parts' shards after: a refused join leaves a data set",
-        function="join_parts",
+        function="join_folders",
         edits=(
             (
                 "    for sets in (training, heldout):\n        for root, manifest in sets:\n"
-                "            check_part_files(root, manifest)\n    if heldout:\n"
-                '        joined_set(out / "heldout", heldout, parts)\n    return joined_set(out, training, parts)',
-                '    if heldout:\n        joined_set(out / "heldout", heldout, parts)\n'
-                "    count = joined_set(out, training, parts)\n    for sets in (training, heldout):\n"
-                "        for root, manifest in sets:\n            check_part_files(root, manifest)\n    return count",
+                "            check_part_files(out, root.relative_to(out).as_posix(), manifest, where, size_of)\n"
+                '    if heldout:\n        joined_set(out / "heldout", heldout, len(markers))\n'
+                "    return joined_set(out, training, len(markers))",
+                '    if heldout:\n        joined_set(out / "heldout", heldout, len(markers))\n'
+                "    count = joined_set(out, training, len(markers))\n    for sets in (training, heldout):\n"
+                "        for root, manifest in sets:\n"
+                "            check_part_files(out, root.relative_to(out).as_posix(), manifest, where, size_of)\n"
+                "    return count",
             ),
         ),
         **one_render("arrow"),
         only_test=PARTS + "test_join_refuses_a_part_whose_shard_is_gone_and_writes_no_manifest",
+    ),
+    Mutant(
+        "bucket-part-marker-first",
+        "a part written into a bucket uploads its marker before its files: a part killed mid-upload looks finished, "
+        "and a join reads a part that is not all there",
+        function="write_part_in_bucket",
+        edits=(
+            (
+                "    object_store.remove(locate(url, marker))  # a part written again is unfinished from here on\n",
+                "    object_store.put_file(scratch / marker, locate(url, marker))\n",
+            ),
+            ("    object_store.put_file(scratch / marker, locate(url, marker))  # last: the part is complete\n", ""),
+        ),
+        **one_render("webdataset"),
+        only_test=IN_BUCKET,
+    ),
+    Mutant(
+        "bucket-join-downloads-shards",
+        "prep join s3://BUCKET/PREFIX downloads every part's shards with its small files: the whole data set moved "
+        "through the one machine that joins",
+        function="fetch_part",
+        edits=(("if name in manifest]\n", 'if name in manifest] + [s["path"] for s in manifest["shards"]]\n'),),
+        **one_render("webdataset"),
+        only_test=IN_BUCKET,
     ),
 ]

@@ -23,7 +23,7 @@ BACKEND_FILES = {
     "memory": {"memory_backend.py"},
     "files": {"files_backend.py"},
     "arrow": {"arrow_backend.py"},
-    "webdataset": {"webdataset_backend.py", "storage_order.py", "in_place.py", "in_bucket.py"},
+    "webdataset": {"webdataset_backend.py", "storage_order.py", "in_place.py", "in_bucket.py", "parts_in_bucket.py"},
 }
 MAP_STYLE_ONLY = {"plan.py"}
 

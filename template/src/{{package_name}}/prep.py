@@ -247,8 +247,9 @@ def prepare(
 def prepare_part(
     training: Source, heldout: Source | None, out: str | Path, verify: bool, parts: Parts, **options: Any
 ) -> None:
-    """Write part `parts.part` of `parts.parts` under `out` (sources/parts.py), recording the sources and
-    options it was made with (every part must have the same), for `prep join OUT` to make one data set of them."""
+    """Write part `parts.part` of `parts.parts` under `out` (sources/parts.py; in a bucket, storing.py), recording
+    the sources and options it was made with (every part must have the same), for `prep join OUT` to make one data
+    set of them."""
     parts.check(out, FORMAT)
     sets = {"training": training, "heldout": heldout}
     given = {
@@ -257,8 +258,12 @@ def prepare_part(
         "verify": verify,
     }
     given = json.loads(json.dumps(given, default=repr))  # what a part was made with: the same for every part
-    with disk_errors_reported(out, "or pass an --out on a disk with room", WRITE_ERRORS):
-        write_part(training, heldout, out, parts, given, write_dataset, verify=verify, **options)
+    if not storing.prepare_part_elsewhere(
+        training, heldout, out, parts, given, write_dataset, verify=verify, **options
+    ):
+        with disk_errors_reported(out, "or pass an --out on a disk with room", WRITE_ERRORS):
+            shuffle = storing.storage_permutation
+            write_part(training, heldout, out, parts, given, write_dataset, shuffle, verify=verify, **options)
     typer.echo(
         f"wrote part {parts.part} of {parts.parts} ({FORMAT}) into {out}: when every part is written, "
         f"`python -m {__package__}.prep join {out}`"
@@ -267,13 +272,17 @@ def prepare_part(
 
 @app.command()
 def join(
-    out: Annotated[Path, typer.Argument(help="The --out folder every part was written into")],
+    out: Annotated[str, typer.Argument(help="The --out folder (or s3://BUCKET/PREFIX) every part was written into")],
 ) -> None:
     """Make one data set of the parts that `--part I --parts N` wrote into OUT: every part 0 .. N-1 checked
     present, finished and made with the same options, then the manifest written last (sources/parts.py)."""
-    with reported_as_one_line(), disk_errors_reported(out, "or free room on its disk", WRITE_ERRORS):
-        count = join_parts(out, FORMAT)
-    typer.echo(f"joined the parts into {count} training samples ({FORMAT}) in {Path(out).resolve()}")
+    with reported_as_one_line():
+        count = storing.join_elsewhere(out, FORMAT)
+        if count is None:
+            with disk_errors_reported(out, "or free room on its disk", WRITE_ERRORS):
+                count = join_parts(out, FORMAT)
+            out = str(Path(out).resolve())
+    typer.echo(f"joined the parts into {count} training samples ({FORMAT}) in {out}")
 
 
 def heldout_by_fraction(source: Source, fraction: float, seed: int) -> tuple[Source, Source | None, str]:

@@ -15,6 +15,11 @@ format's own index of the whole, the held-out manifest, and the training manifes
 (write_manifest: a temporary name, then a rename). Until then OUT has no manifest.json,
 so no run accepts a half-joined data set.
 
+With --out s3://BUCKET/PREFIX (webdataset), each part is written so, in a TMPDIR spill, and uploaded
+under PREFIX, its marker last; and `prep join s3://BUCKET/PREFIX` joins them there: the same checks
+on the markers, the parts' manifests and small files downloaded, the shards left where they lie
+(sources/parts_in_bucket.py).
+
 The joined data set is the one a single prep with the same options writes: the same samples
 under the same keys at the same positions, the same labels.npy and sources.jsonl (byte for
 byte), the same held-out set, the same manifest fields. What differs, necessarily: the shards
@@ -39,12 +44,12 @@ from ..data.manifest import FORMAT_FILES, MANIFEST, read_manifest, sha256_file, 
 from ..harness.errors import DataError
 from ..harness.options import option
 from .source import Source
-from .storing import storage_permutation
 
 PARTS = "parts"  # OUT/parts and OUT/heldout/parts hold the parts' own data sets
 SUMMED = ("num_samples", "payload_bytes")  # manifest fields of the whole: the parts' sum
 REMADE = ("labels_sha256", "sources_sha256", "parts", "shards")  # made again by join (and the format's index)
 JOINABLE = ("arrow", "files", "webdataset")  # formats whose manifest may list the shards of many writers
+IN_BUCKETS = ("webdataset",)  # formats whose parts are written into, and joined in, a bucket (s3://)
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ class Parts:
             raise DataError(
                 f"the {format} backend stores a data set in one file, which parts cannot share: prep without --parts"
             )
-        if "://" in str(out):
+        if "://" in str(out) and not (format in IN_BUCKETS and str(out).startswith("s3://")):
             raise DataError(f"--parts writes into a folder every part sees, not {out}: pass a folder as --out")
 
 
@@ -82,17 +87,18 @@ def slice_of(num_samples: int, part: int, parts: int) -> tuple[int, int]:
 
 
 def part_of(
-    source: Source, part: int, parts: int, storage_seed: int | None = None
+    source: Source, part: int, parts: int, storage_seed: int | None = None, permutation: Callable | None = None
 ) -> tuple[Source | None, int, np.ndarray | None]:
     """(the samples of `source` in part `part`'s slice of storage positions, None when there are none; the
     storage position of its first; None when stored in the source's order, else the part's positions in
-    its storage order: those [first, end) of the whole's storage shuffle with `storage_seed`)."""
+    its storage order: those [first, end) of the whole's storage shuffle `permutation(storage_seed, size)`,
+    storing.storage_permutation)."""
     first, end = slice_of(source.num_samples, part, parts)
     if end == first:
         return None, first, None
     if storage_seed is None:
         return source.at(np.arange(first, end)), first, None
-    wanted = storage_permutation(storage_seed, source.num_samples)[first:end]  # the source positions stored there
+    wanted = permutation(storage_seed, source.num_samples)[first:end]  # the source positions stored there
     chosen = np.sort(wanted)
     return source.at(chosen), first, np.searchsorted(chosen, wanted)
 
@@ -104,10 +110,12 @@ def write_part(
     chosen: Parts,
     given: dict[str, Any],
     write: Callable,
+    permutation: Callable,
     **options: Any,
 ) -> None:
     """Write part `chosen.part` of `training` and `heldout` under OUT (the module's docstring) with `write`
-    (prep.write_dataset, `options` its), then its marker, which records `given` (the command's options)."""
+    (prep.write_dataset, `options` its; `permutation`: storing.storage_permutation), then its marker, which
+    records `given` (the command's options)."""
     out = Path(out).resolve()
     name = part_name(chosen.part, chosen.parts)
     if (out / MANIFEST).exists():
@@ -115,7 +123,7 @@ def write_part(
     marker = out / PARTS / f"{name}.json"
     if marker.exists():
         raise DataError(f"{marker} exists: part {chosen.part} is written already (delete it to write it again)")
-    part, first, order = part_of(training, chosen.part, chosen.parts, options.get("storage_seed"))
+    part, first, order = part_of(training, chosen.part, chosen.parts, options.get("storage_seed"), permutation)
     if part is None:
         raise DataError(
             f"part {chosen.part} of {chosen.parts} holds none of the {training.num_samples} samples: pass fewer --parts"
@@ -150,32 +158,39 @@ def write_part(
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def read_markers(out: Path) -> list[dict[str, Any]]:
+def read_markers(out: Path, where: str | None = None) -> list[dict[str, Any]]:
     """The markers of parts 0 .. N-1 under OUT/parts, N from theirs; DataError naming the first missing or
-    mismatched part (another N, other options, a slice that does not follow the one before)."""
+    mismatched part (another N, other options, a slice that does not follow the one before). `where` names
+    OUT in the errors when `out` holds copies of its markers (a bucket's: parts_in_bucket.py, where a part
+    written again replaces the old one)."""
+    named = where or str(out)
     found = sorted((out / PARTS).glob("part-*-of-*.json"))
     if not found:
-        raise DataError(f"{out / PARTS} holds no part's marker: write the parts first (prep ... --part I --parts N)")
+        raise DataError(f"{named}/{PARTS} holds no part's marker: write the parts first (prep ... --part I --parts N)")
     first = json.loads(found[0].read_text())
     parts, markers = first["parts"], []
     for part in range(parts):
         path = out / PARTS / f"{part_name(part, parts)}.json"
         if not path.is_file():
             raise DataError(
-                f"part {part} of {parts} is missing or not finished (no {path}): run prep with --part {part} "
-                f"--parts {parts} and part 0's options, then join again"
+                f"part {part} of {parts} is missing or not finished (no {named}/{PARTS}/{path.name}): run prep with "
+                f"--part {part} --parts {parts} and part 0's options, then join again"
             )
         markers.append(json.loads(path.read_text()))
     others = sorted(set(found) - {out / PARTS / f"{part_name(part, parts)}.json" for part in range(parts)})
     if others:
-        raise DataError(f"{others[0]} is a part of another --parts than {parts}: delete the parts of the other split")
+        raise DataError(
+            f"{named}/{PARTS}/{others[0].name} is a part of another --parts than {parts}: delete the parts of the "
+            "other split"
+        )
     base = markers[0]["options"]
     for part, marker in enumerate(markers):
         if marker["options"] != base:
             name, theirs, ours = first_difference(marker["options"], base)
+            delete = "" if where else f" (delete {out / PARTS / part_name(part, parts)}* first)"
             raise DataError(
                 f"part {part} of {parts} was made with {name}={theirs!r}, part 0 with {name}={ours!r}: prep part "
-                f"{part} again with part 0's options (delete {out / PARTS / part_name(part, parts)}* first)"
+                f"{part} again with part 0's options{delete}"
             )
         for which in ("training", "heldout"):
             expected = slice_of(markers[0][which]["of"], part, parts) if markers[0][which] else None
@@ -204,34 +219,58 @@ def join_parts(out: str | Path, format: str) -> int:
     if (out / MANIFEST).exists():
         raise DataError(f"{out} is joined already ({out / MANIFEST} exists)")
     markers = read_markers(out)
-    parts = len(markers)
-    names = [part_name(part, parts) for part in range(parts)]
+
+    def size_of(path: str) -> int | None:
+        return (out / path).stat().st_size if (out / path).is_file() else None
+
+    return join_folders(out, format, markers, str(out), size_of)
+
+
+def part_folders(out: Path, markers: list[dict[str, Any]]) -> tuple[list[Path], list[Path]]:
+    """(every part's training folder, the held-out folders of the parts that hold held-out samples), in part order."""
+    names = [part_name(part, len(markers)) for part in range(len(markers))]
     held = [
         name
         for name, marker in zip(names, markers, strict=True)
         if marker["heldout"] and marker["heldout"]["num_samples"]
     ]
+    return [out / PARTS / name for name in names], [out / "heldout" / PARTS / name for name in held]
+
+
+def join_folders(
+    out: Path, format: str, markers: list[dict[str, Any]], where: str, size_of: Callable[[str], int | None]
+) -> int:
+    """The parts of `markers` under `out` (their manifests and the files join copies; `size_of` a path
+    relative to OUT gives the size of a shard there, None when missing; `where` names OUT) checked, then
+    joined in `out`, the training manifest last; its training sample count."""
+    training_folders, heldout_folders = part_folders(out, markers)
     # Every part's manifest read (and checked) before anything is written.
-    training = [(out / PARTS / name, read_manifest(out / PARTS / name, format)) for name in names]
-    heldout = [(out / "heldout" / PARTS / name, read_manifest(out / "heldout" / PARTS / name, format)) for name in held]
+    training = [(folder, read_manifest(folder, format)) for folder in training_folders]
+    heldout = [(folder, read_manifest(folder, format)) for folder in heldout_folders]
     for sets in (training, heldout):
         for root, manifest in sets:
-            check_part_files(root, manifest)
+            check_part_files(out, root.relative_to(out).as_posix(), manifest, where, size_of)
     if heldout:
-        joined_set(out / "heldout", heldout, parts)
-    return joined_set(out, training, parts)  # the training manifest last
+        joined_set(out / "heldout", heldout, len(markers))
+    return joined_set(out, training, len(markers))  # the training manifest last
 
 
-def check_part_files(root: Path, manifest: dict[str, Any]) -> None:
-    """DataError when a file the part's manifest names is missing, of another size, or (labels.npy,
-    sources.jsonl and the format's index, which join copies) of another sha256."""
+def check_part_files(
+    out: Path, folder: str, manifest: dict[str, Any], where: str, size_of: Callable[[str], int | None]
+) -> None:
+    """DataError when a file the manifest of the part in OUT/`folder` names is missing, of another size
+    (`size_of`: join_folders'), or (labels.npy, sources.jsonl and the format's index, which join copies)
+    of another sha256; `where` names OUT."""
     for name in ("labels", "sources", *FORMAT_FILES.get(manifest["format"], ())):
-        if name in manifest and sha256_file(root / manifest[name]) != manifest[f"{name}_sha256"]:
-            raise DataError(f"{root / manifest[name]} is not the file its part wrote (sha256): prep that part again")
+        if name in manifest and sha256_file(out / folder / manifest[name]) != manifest[f"{name}_sha256"]:
+            raise DataError(
+                f"{where}/{folder}/{manifest[name]} is not the file its part wrote (sha256): prep that part again"
+            )
     for shard in manifest["shards"]:
-        path = root / shard["path"]
-        if not path.is_file() or path.stat().st_size != shard["bytes"]:
-            raise DataError(f"{path} is missing or not of {shard['bytes']} bytes: prep that part again")
+        if size_of(f"{folder}/{shard['path']}") != shard["bytes"]:
+            raise DataError(
+                f"{where}/{folder}/{shard['path']} is missing or not of {shard['bytes']} bytes: prep that part again"
+            )
 
 
 def joined_set(root: Path, sets: list[tuple[Path, dict[str, Any]]], parts: int) -> int:
