@@ -16,11 +16,13 @@ WORKER_KILLED = "tests/test_launch.py::test_a_killed_dataloader_worker_is_named_
 HOOKED = "tests/test_launch.py::test_the_loaders_workers_run_with_the_hook_that_is_quiet_when_their_rank_dies"
 QUIET = "tests/test_launch.py::test_a_worker_says_nothing_when_its_rank_dies_while_it_hands_over_a_batch"
 ORPHANED = "tests/test_launch.py::test_a_dataloader_worker_ends_with_its_rank_even_one_whose_rank_ended_as_it_started"
-KEPT_ALIVE = "tests/test_launch.py::test_the_work_of_each_collective_is_kept_after_it_and_let_go_by_a_collective_kept_s_later"
-OBJECTS = "tests/test_launch.py::test_the_object_collectives_give_every_rank_each_ranks_value_in_order_and_the_sources_own"
-EVERY_COLLECTIVE = (
-    "tests/test_launch.py::test_every_collective_of_the_project_is_waited_for_and_kept_and_none_is_torchs_object_collective"
+KEPT_ALIVE = (
+    "tests/test_launch.py::test_the_work_of_each_collective_is_kept_after_it_and_let_go_by_a_collective_kept_s_later"
 )
+OBJECTS = (
+    "tests/test_launch.py::test_the_object_collectives_give_every_rank_each_ranks_value_in_order_and_the_sources_own"
+)
+EVERY_COLLECTIVE = "tests/test_launch.py::test_every_collective_of_the_project_is_waited_for_and_kept_and_none_is_torchs_object_collective"
 # The harness (launch, run folder, checkpoints) and train.py are the same for every backend.
 LAUNCH_ONLY = one_render("memory")
 
