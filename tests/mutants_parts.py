@@ -1,12 +1,16 @@
 """Mutants of issue 41 (prep that scales out): parts whose slices overlap, parts that key their
-samples from 0 each, a part of a shuffled data set stored in the source's order, a join that writes the data set before it has checked every part; in a bucket, a part whose marker goes up before its files and a join that downloads the shards. Each is
-killed by the generated test named in `only_test` (checked with test_mutants_are_killed -k)."""
+samples from 0 each, a part of a shuffled data set stored in the source's order, a join that writes
+the data set before it has checked every part; in a bucket, a part whose marker goes up before its
+files and a join that downloads the shards; shards indexed in place in parts whose join numbers each
+part's samples from 0. Each is killed by the generated test named in `only_test` (checked with
+test_mutants_are_killed -k)."""
 
 from __future__ import annotations
 
 from mutants_framework import Mutant, one_render
 
 PARTS = "tests/test_prep_parts.py::"
+IN_PLACE = "tests/test_wds_in_place.py::"
 IN_BUCKET = "tests/test_s3.py::test_two_parts_prepared_into_a_bucket_and_joined_there_are_the_data_set_one_prep_writes"
 
 MUTANTS = [
@@ -78,5 +82,14 @@ MUTANTS = [
         edits=(("if name in manifest]\n", 'if name in manifest] + [s["path"] for s in manifest["shards"]]\n'),),
         **one_render("webdataset"),
         only_test=IN_BUCKET,
+    ),
+    Mutant(
+        "in-place-join-positions-from-zero",
+        "the join of shards indexed in place in parts names each part's samples from position 0 in sources.jsonl, "
+        "not from the part's first position in the whole: an error names another sample than the one it read",
+        function="joined_index",
+        edits=(('sources.add(f"{count + int(position):08d}", source)', 'sources.add(f"{int(position):08d}", source)'),),
+        **one_render("webdataset"),
+        only_test=IN_PLACE + "test_shards_indexed_in_place_in_two_parts_and_joined_are_what_one_indexing_writes",
     ),
 ]

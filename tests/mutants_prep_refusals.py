@@ -37,7 +37,7 @@ MUTANTS = [
     Mutant(
         "read-only-shard-folder-traceback",
         "in-place prep in a folder it cannot write in ends with a PermissionError traceback",
-        function="in_place.index_in_place",
+        function="in_place.indexable",
         edits=(("        writable(folder)\n", "        pass\n"),),
         **one_render("webdataset"),
         only_test=IN_PLACE + "test_a_folder_prep_cannot_write_in_is_refused_in_one_line_naming_the_fix",

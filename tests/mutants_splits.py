@@ -36,8 +36,8 @@ MUTANTS = [
         function="prep.webdataset",
         edits=(
             (
-                "storing.index_in_place(src, label_member, label_field, verify, fields, heldout, index_to)",
-                "storing.index_in_place(src, label_member, label_field, verify, fields, None, index_to)",
+                "storing.index_in_place(src, label_member, label_field, verify, fields, heldout, index_to, in_parts)",
+                "storing.index_in_place(src, label_member, label_field, verify, fields, None, index_to, in_parts)",
             ),
         ),
         **one_render("webdataset"),

@@ -7,6 +7,8 @@
     python -m <package>.prep webdataset SHARDS_DIR --out data      # webdataset: no --out indexes them in place
     python -m <package>.prep synthetic --out data --part I --parts N   # one of N parts (any source, any
     python -m <package>.prep join data                                 #  machine), then one data set of them
+    python -m <package>.prep webdataset SHARDS_DIR --part I --parts N  # webdataset: indexed in place in parts,
+    python -m <package>.prep join SHARDS_DIR                           #  then joined beside the shards
 
 Payloads are stored as the source gave them (decoding happens in the DataLoader workers)
 and streamed one sample at a time, so a data set larger than memory can be prepared.
@@ -272,7 +274,13 @@ def prepare_part(
 
 @app.command()
 def join(
-    out: Annotated[str, typer.Argument(help="The --out folder (or s3://BUCKET/PREFIX) every part was written into")],
+    out: Annotated[
+        str,
+        typer.Argument(
+            help="The --out folder (or s3://BUCKET/PREFIX) every part was written into, or the folder of shards "
+            "indexed in place in parts (webdataset)"
+        ),
+    ],
 ) -> None:
     """Make one data set of the parts that `--part I --parts N` wrote into OUT: every part 0 .. N-1 checked
     present, finished and made with the same options, then the manifest written last (sources/parts.py)."""
@@ -667,9 +675,7 @@ def webdataset(
                     "--mask-classes needs --out DIR: shards indexed in place take their masks' classes from the ids "
                     "prep counts (0 .. the largest)"
                 )
-            if in_parts.parts:
-                raise DataError("--parts converts shards with --out DIR: shards indexed in place are indexed at once")
-            storing.index_in_place(src, label_member, label_field, verify, fields, heldout, index_to)
+            storing.index_in_place(src, label_member, label_field, verify, fields, heldout, index_to, in_parts)
             return
         src = Path(src)  # converted: a folder of shards
         shards = with_mask_classes(wds_shards.webdataset(src, label_member, label_field, fields), names, str(src))

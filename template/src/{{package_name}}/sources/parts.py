@@ -150,19 +150,25 @@ def write_part(
             if heldout is None
             else {"first": held_first, "num_samples": held.num_samples if held else 0, "of": heldout.num_samples},
         }
-        tmp_marker = marker.with_name(marker.name + f".tmp-{os.getpid()}")
-        tmp_marker.write_text(json.dumps(record, indent=1) + "\n")
-        os.replace(tmp_marker, marker)  # last: the part is complete
+        write_marker(marker, record)
     finally:
         for tmp in written:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def read_markers(out: Path, where: str | None = None) -> list[dict[str, Any]]:
+def write_marker(marker: Path, record: dict[str, Any]) -> None:
+    """A part's marker, under a temporary name renamed: written last, it says the part is complete."""
+    tmp_marker = marker.with_name(marker.name + f".tmp-{os.getpid()}")
+    tmp_marker.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp_marker, marker)
+
+
+def read_markers(out: Path, where: str | None = None, unit: str = "num_samples") -> list[dict[str, Any]]:
     """The markers of parts 0 .. N-1 under OUT/parts, N from theirs; DataError naming the first missing or
     mismatched part (another N, other options, a slice that does not follow the one before). `where` names
     OUT in the errors when `out` holds copies of its markers (a bucket's: parts_in_bucket.py, where a part
-    written again replaces the old one)."""
+    written again replaces the old one). `unit` is the field of a marker's slice that counts its positions
+    (shards indexed in place split the shards: "num_shards", in_place_parts.py)."""
     named = where or str(out)
     found = sorted((out / PARTS).glob("part-*-of-*.json"))
     if not found:
@@ -194,11 +200,11 @@ def read_markers(out: Path, where: str | None = None) -> list[dict[str, Any]]:
             )
         for which in ("training", "heldout"):
             expected = slice_of(markers[0][which]["of"], part, parts) if markers[0][which] else None
-            got = marker[which] and (marker[which]["first"], marker[which]["first"] + marker[which]["num_samples"])
+            got = marker[which] and (marker[which]["first"], marker[which]["first"] + marker[which][unit])
             if got != expected:
                 raise DataError(
-                    f"part {part} of {parts} holds {which} samples {got}, not the slice {expected}: prep part {part} "
-                    "again"
+                    f"part {part} of {parts} holds {which} {unit.removeprefix('num_')} {got}, not the slice "
+                    f"{expected}: prep part {part} again"
                 )
     return markers
 
@@ -256,21 +262,26 @@ def join_folders(
 
 
 def check_part_files(
-    out: Path, folder: str, manifest: dict[str, Any], where: str, size_of: Callable[[str], int | None]
+    out: Path,
+    folder: str,
+    manifest: dict[str, Any],
+    where: str,
+    size_of: Callable[[str], int | None],
+    beside: bool = False,
 ) -> None:
     """DataError when a file the manifest of the part in OUT/`folder` names is missing, of another size
     (`size_of`: join_folders'), or (labels.npy, sources.jsonl and the format's index, which join copies)
-    of another sha256; `where` names OUT."""
+    of another sha256; `where` names OUT. `beside`: the manifest names its shards relative to OUT, where
+    they lie (shards indexed in place: in_place_parts.py), not to the part's folder."""
     for name in ("labels", "sources", *FORMAT_FILES.get(manifest["format"], ())):
         if name in manifest and sha256_file(out / folder / manifest[name]) != manifest[f"{name}_sha256"]:
             raise DataError(
                 f"{where}/{folder}/{manifest[name]} is not the file its part wrote (sha256): prep that part again"
             )
     for shard in manifest["shards"]:
-        if size_of(f"{folder}/{shard['path']}") != shard["bytes"]:
-            raise DataError(
-                f"{where}/{folder}/{shard['path']} is missing or not of {shard['bytes']} bytes: prep that part again"
-            )
+        path = shard["path"] if beside else f"{folder}/{shard['path']}"
+        if size_of(path) != shard["bytes"]:
+            raise DataError(f"{where}/{path} is missing or not of {shard['bytes']} bytes: prep that part again")
 
 
 def joined_set(root: Path, sets: list[tuple[Path, dict[str, Any]]], parts: int) -> int:
