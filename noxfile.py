@@ -8,9 +8,10 @@
     nox -s lint   ruff (through pre-commit) on this repository's own code and, in place, on the template's
                   plain Python files; `duplicates` on a render
     nox -s mutate mutmut over the default render's promise-carrying modules (the epoch plan, its
-                  sampler, the stretches of a resumed epoch, the shuffle metrics; the tally; decode, JPEG crop),
+                  sampler, the stretches of a resumed epoch, the shuffle metrics; the tally; the manifest; decode,
+                  JPEG crop; the read path: loader, Arrow backend),
                   on the tests of theirs that start no processes, one run a group (`-- decode`; not
-                  run by default: 4 to 20 minutes a group on 2 cores; tests/README.md's "The
+                  run by default: 2 to 30 minutes a group on 2 cores; tests/README.md's "The
                   mutation tool's run" lists what survives and why)
     nox -s bench  render every backend, prepare the same synthetic data for each, run each project's
                   `bench`, and compare them in bench/comparison.md and bench/comparison.png (not run
@@ -202,11 +203,73 @@ def lint(session: nox.Session) -> None:
 
 MUTATE_PACKAGE = "mutexp"
 # The runs of the mutation tool: the modules that carry the promises of the plan and the audit, of
-# the metrics line's sums (tally) and of the decoded batch (decode: crop box, flip, fields, and a JPEG
-# decoded for its crop), each with the generated tests of theirs that start no processes (and a
+# the metrics line's sums (tally), of the manifest's checks, of the decoded batch (decode: crop box, flip,
+# fields, and a JPEG decoded for its crop) and of the read path (loader: the samples each batch holds),
+# each with the generated tests of theirs that start no processes (and a
 # -k), one run a module group.
 # -k leaves out test_audit's tests of the whole `audit` command (seconds each).
 AUDIT_COMMAND = "audit_of or class_mix_is or shard_mix_is or without_classes or field or ledger or fails_the_audit"
+# mutmut maps tests to functions by the calls each test makes in its own process (state()._stats,
+# read by its StatsCollector in pytest_runtest_teardown); a DataLoader worker's calls die with the worker.
+# This plugin, written beside setup.cfg and loaded with -p, gives every forked child a _stats that also
+# appends each name it first records to a file of the test process's pid, and merges that file into the
+# test process's _stats just before mutmut's teardown reads it. Calls are recorded only while mutmut
+# collects its map (MUTANT_UNDER_TEST=stats), so the runs of the mutants are as they were.
+WORKER_HITS = "worker_hits"
+WORKER_HITS_PLUGIN = '''"""The calls made in forked DataLoader workers, counted for the test that started them."""
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from mutmut.state import state
+
+session_pid = None  # the test process, set when its session starts; its forked children inherit it
+
+
+def hits_file(pid):
+    return Path(tempfile.gettempdir()) / f"mutmut-worker-hits-{pid}"
+
+
+class RelayedHits(set):
+    def add(self, name):
+        if name in self:
+            return
+        super().add(name)
+        if session_pid is not None and os.getpid() != session_pid:
+            with open(hits_file(session_pid), "a") as hits:
+                hits.write(name + "\\n")
+
+
+def relay_in_child():
+    state()._stats = RelayedHits()
+
+
+os.register_at_fork(after_in_child=relay_in_child)
+
+
+def pytest_sessionstart(session):
+    global session_pid
+    session_pid = os.getpid()
+    hits_file(session_pid).unlink(missing_ok=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    path = hits_file(os.getpid())
+    if path.exists():
+        state()._stats.update(path.read_text().split())
+        path.write_text("")
+
+
+def pytest_sessionfinish(session):
+    hits_file(os.getpid()).unlink(missing_ok=True)
+'''
+# The runs whose mutants are forked from mutmut's fork server, which has run no test, not from its main
+# process, which has run them all to map them: test_loader's process group of one (gloo) there left the
+# process pools prep starts in a forked mutant's run waiting for ever (each mutant read as a timeout).
+FORKSERVER_RUNS = {"loader"}
 MUTATE_RUNS = {
     "plan": (
         ["data/plan.py", "data/sampling.py", "harness/progress.py", "checks/shuffle_metrics.py"],
@@ -215,8 +278,18 @@ MUTATE_RUNS = {
     ),
     "tally": (["harness/tally.py"], ["tests/test_recipe.py"], None),
     "manifest": (["data/manifest.py"], ["tests/test_manifest.py"], None),
-    # the read path: a first run, its survivors open (tests/README.md)
-    "loader": (["data/loader.py", "data/arrow_backend.py"], ["tests/test_loader.py"], None),
+    # the read path: its tests that read through the loader, the calls of its DataLoader workers counted (WORKER_HITS)
+    "loader": (
+        ["data/loader.py", "data/arrow_backend.py"],
+        [
+            "tests/test_loader.py",
+            "tests/test_augmentation.py",
+            "tests/test_bad_data.py",
+            "tests/test_real_samples.py",
+            "tests/test_map_style_refusals.py",
+        ],
+        None,
+    ),
     "decode": (
         ["data/decode.py", "data/jpeg_crop.py"],
         ["tests/test_decode.py", "tests/test_augmentation.py", "tests/test_text.py"],
@@ -238,10 +311,12 @@ def mutate(session: nox.Session) -> None:
         project = Path(session.virtualenv.location).resolve() / f"mutate-{name}"
         shutil.rmtree(project, ignore_errors=True)  # this session's own scratch folder, made by the last mutate
         render(session, project, MUTATE_PACKAGE, *DEFAULT, "--skip-tasks")
-        lines = ["[mutmut]", "source_paths = src", "only_mutate ="]
+        (project / f"{WORKER_HITS}.py").write_text(WORKER_HITS_PLUGIN)  # copied into mutants/, on mutmut's sys.path
+        lines = ["[mutmut]", "source_paths = src", f"also_copy = {WORKER_HITS}.py", "only_mutate ="]
+        lines[2:2] = ["process_isolation = forkserver"] if name in FORKSERVER_RUNS else []
         lines += [f"    src/{MUTATE_PACKAGE}/{module}" for module in modules]
         lines += ["pytest_add_cli_args = -m", "    not processes", *(["    -k", f"    {k}"] if k else [])]
-        lines += ["    -p", "    no:cacheprovider"]
+        lines += ["    -p", "    no:cacheprovider", "    -p", f"    {WORKER_HITS}"]
         lines += ["pytest_add_cli_args_test_selection =", *(f"    {test}" for test in tests)]
         (project / "setup.cfg").write_text("\n".join(lines) + "\n")  # the render's pyproject has no [tool.mutmut]
         with session.chdir(project):
