@@ -63,7 +63,7 @@ MUTANTS = [
         "bucket-part-marker-first",
         "a part written into a bucket uploads its marker before its files: a part killed mid-upload looks finished, "
         "and a join reads a part that is not all there",
-        function="write_part_in_bucket",
+        function="upload_part",
         edits=(
             (
                 "    object_store.remove(locate(url, marker))  # a part written again is unfinished from here on\n",
@@ -87,9 +87,25 @@ MUTANTS = [
         "in-place-join-positions-from-zero",
         "the join of shards indexed in place in parts names each part's samples from position 0 in sources.jsonl, "
         "not from the part's first position in the whole: an error names another sample than the one it read",
-        function="joined_index",
+        function="joined_slices",
         edits=(('sources.add(f"{count + int(position):08d}", source)', 'sources.add(f"{int(position):08d}", source)'),),
         **one_render("webdataset"),
         only_test=IN_PLACE + "test_shards_indexed_in_place_in_two_parts_and_joined_are_what_one_indexing_writes",
+    ),
+    Mutant(
+        "bucket-in-place-join-manifest-first",
+        "prep join s3://BUCKET/PREFIX of shards indexed in place in parts uploads the training index and its "
+        "manifest.json before the held-out set's: a join stopped between them leaves a data set without its "
+        "held-out index",
+        function="join_in_place_in_bucket",
+        edits=(
+            (
+                "in reversed(list(zip(joined, [None, found][: len(joined)], strict=True))):",
+                "in list(zip(joined, [None, found][: len(joined)], strict=True)):",
+            ),
+        ),
+        **one_render("webdataset"),
+        only_test="tests/test_s3.py::"
+        "test_shards_in_a_bucket_indexed_in_place_in_two_parts_and_joined_are_what_one_indexing_writes",
     ),
 ]
