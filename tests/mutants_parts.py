@@ -100,8 +100,8 @@ MUTANTS = [
         function="join_in_place_in_bucket",
         edits=(
             (
-                "in reversed(list(zip(joined, [None, found][: len(joined)], strict=True))):",
-                "in list(zip(joined, [None, found][: len(joined)], strict=True)):",
+                "in [*heldout_set, training_set]:  # the training manifest last",
+                "in [training_set, *heldout_set]:",
             ),
         ),
         **one_render("webdataset"),
