@@ -25,7 +25,7 @@ BACKEND_FILES = {
     "arrow": {"arrow_backend.py"},
     "webdataset": {"webdataset_backend.py", "storage_order.py", "in_place.py", "in_bucket.py", "parts_in_bucket.py"},
 }
-MAP_STYLE_ONLY = {"plan.py"}
+MAP_STYLE_ONLY = {"plan.py", "backend.py"}  # backend.py: which backend data/loader.py reads
 
 
 def project_files(project: Path) -> list[Path]:
@@ -118,6 +118,13 @@ def test_the_templates_plain_python_is_linted_where_it_is() -> None:
         "prep.py",
         "streams.py",
         "{% if loader_backend == 'webdataset' %}storing.py{% endif %}",
+        # The files that take a default from the answers read it from __init__.py.jinja (SEED, ...)
+        "{% if loader_backend != 'webdataset' %}loader.py{% endif %}",
+        "{% if loader_backend != 'webdataset' %}reading.py{% endif %}",
+        "{% if loader_backend == 'webdataset' %}reading.py{% endif %}",
+        "{% if task == 'classification' %}recipe.py{% endif %}",
+        "{% if task == 'contrastive' %}recipe.py{% endif %}",
+        "{% if task == 'segmentation' %}recipe.py{% endif %}",
     }
     assert plain <= linted, f"ruff does not read the template's plain Python in place: {sorted(linted)}"
     assert_linted(ROOT / "template", "template's plain Python files, in place")
@@ -128,6 +135,8 @@ BACKEND_IF = re.compile(r"{%-?\s*(?:el)?if\b[^%]*\bloader_backend\b")
 BACKEND_IF_ALLOWED = {
     # The dependencies a backend needs: configuration, not code.
     "pyproject.toml.jinja",
+    # The answers of the questions a backend alone asks (copier.yml's `when`): configuration too.
+    "src/{{package_name}}/__init__.py.jinja",
 }
 
 
@@ -191,10 +200,10 @@ FORBIDDEN_IMPORTS = {
         lambda target: (
             layer(target) in ("sources", "checks")
             or target == "harness.launch"
-            or (layer(target) == "top" and target != "transforms")
+            or (layer(target) == "top" and target not in ("transforms", ""))
         ),
         "the read path imports nothing from prep's sources/, the order's checks/, harness/launch.py or the "
-        "commands (of the top level, only transforms.py)",
+        "commands (of the top level, only transforms.py and the package's answers, __init__.py)",
     ),
     "harness": (
         lambda target: layer(target) != "harness",
