@@ -25,7 +25,7 @@ BACKEND_FILES = {
     "arrow": {"arrow_backend.py"},
     "webdataset": {"webdataset_backend.py", "storage_order.py", "in_place.py", "in_bucket.py", "parts_in_bucket.py"},
 }
-MAP_STYLE_ONLY = {"plan.py"}
+MAP_STYLE_ONLY = {"plan.py", "backend.py"}  # backend.py: which backend data/loader.py reads
 
 
 def project_files(project: Path) -> list[Path]:
@@ -118,9 +118,30 @@ def test_the_templates_plain_python_is_linted_where_it_is() -> None:
         "prep.py",
         "streams.py",
         "{% if loader_backend == 'webdataset' %}storing.py{% endif %}",
+        # The files that take a default from the answers read it from __init__.py.jinja (SEED, ...)
+        "{% if loader_backend != 'webdataset' %}loader.py{% endif %}",
+        "{% if loader_backend != 'webdataset' %}reading.py{% endif %}",
+        "{% if loader_backend == 'webdataset' %}reading.py{% endif %}",
+        "{% if task == 'classification' %}recipe.py{% endif %}",
+        "{% if task == 'contrastive' %}recipe.py{% endif %}",
+        "{% if task == 'segmentation' %}recipe.py{% endif %}",
     }
     assert plain <= linted, f"ruff does not read the template's plain Python in place: {sorted(linted)}"
     assert_linted(ROOT / "template", "template's plain Python files, in place")
+
+
+# The package's one rendered Python file: the answers that other files take as defaults.
+ANSWERS = "__init__.py.jinja"
+
+
+def test_the_package_renders_one_file_of_answers_and_the_rest_is_plain_python() -> None:
+    package = ROOT / "template" / "src" / "{{package_name}}"
+    rendered = sorted(str(p.relative_to(package)) for p in package.rglob("*.jinja"))
+    assert rendered == [ANSWERS], (
+        f"template/src/{{{{package_name}}}}/ renders {rendered}, not {ANSWERS} alone: a file that needs an "
+        f"answer imports it from the package (`from .. import SEED`) and {ANSWERS} names it, once, so that "
+        "ruff reads the file in place"
+    )
 
 
 # A Jinja `if` on the backend picks files, not lines: a file rendered for every backend holds none.
@@ -128,6 +149,8 @@ BACKEND_IF = re.compile(r"{%-?\s*(?:el)?if\b[^%]*\bloader_backend\b")
 BACKEND_IF_ALLOWED = {
     # The dependencies a backend needs: configuration, not code.
     "pyproject.toml.jinja",
+    # The answers of the questions a backend alone asks (copier.yml's `when`): configuration too.
+    "src/{{package_name}}/__init__.py.jinja",
 }
 
 
@@ -191,10 +214,10 @@ FORBIDDEN_IMPORTS = {
         lambda target: (
             layer(target) in ("sources", "checks")
             or target == "harness.launch"
-            or (layer(target) == "top" and target != "transforms")
+            or (layer(target) == "top" and target not in ("transforms", ""))
         ),
         "the read path imports nothing from prep's sources/, the order's checks/, harness/launch.py or the "
-        "commands (of the top level, only transforms.py)",
+        "commands (of the top level, only transforms.py and the package's answers, __init__.py)",
     ),
     "harness": (
         lambda target: layer(target) != "harness",
@@ -259,6 +282,38 @@ def test_train_help_shows_the_option_groups_under_the_command_a_user_types(rende
     run_panel = result.stdout.split("╭─ Run ")[1].split("╰")[0]
     for option in ("--data", "--epochs", "--run-dir", "--checkpoint-every", "--ledger", "--log-every", "--resume"):
         assert option in run_panel, f"{backend}: {option} is not in the Run panel:\n{run_panel}"
+
+
+# Answers other than copier.yml's defaults, each the default of the option of its name
+# (`batch_size`: --batch-size); one render per task, as each task's recipe.py reads its own.
+ANSWERED = {
+    "classification": ("arrow", {"seed": 7, "batch_size": 5, "num_workers": 3}),
+    "contrastive": (
+        "webdataset",
+        {"seed": 11, "batch_size": 6, "num_workers": 1, "shuffle_buffer": 4096, "run_samples": 8},
+    ),
+    "segmentation": ("files", {"seed": 13, "batch_size": 4}),
+}
+
+
+@pytest.mark.parametrize("task", sorted(ANSWERED))
+def test_each_answer_is_the_default_of_its_option_in_train_help(tmp_path: Path, task: str) -> None:
+    backend, answers = ANSWERED[task]
+    project = render(tmp_path / "project", package_name=PACKAGE, loader_backend=backend, task=task, **answers)
+    # A terminal wide enough that no option's help wraps before its [default: ...]
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "COLUMNS": "300", "NO_COLOR": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", f"{PACKAGE}.train", "--help"], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, f"{task}: --help failed:\n{result.stderr[-3000:]}"
+    for answer, value in answers.items():
+        option = "--" + answer.replace("_", "-")
+        line = re.search(rf"^\W*{option}\s.*?\[default: ([^\]]*)\]", result.stdout, flags=re.MULTILINE)
+        shown = line.group(1) if line else None
+        assert shown == str(value), (
+            f"{backend}/{task} rendered with {answers}: ./train.sh --help shows {option}'s default as {shown}, "
+            f"not the answer {value}"
+        )
 
 
 def test_defaults_render_the_arrow_backend_with_the_global_sampler(tmp_path: Path) -> None:
