@@ -148,8 +148,13 @@ MUTANTS += [
     Mutant(
         "cache-index-not-kept",
         "the node-local cache keeps the shards but not the sample index: every rank of every run downloads it again",
-        function="open_dataset",
-        edits=(("cache.kept if cache else None)", "None)"),),
+        function="ShardDataset.read_index",
+        edits=(
+            (
+                "            if self.cache is None:\n                raw = fetch()",
+                "            if True:\n                raw = fetch()",
+            ),
+        ),
         **WEBDATASET,
         only_test=SECOND_RUN_TEST,
     ),
@@ -177,7 +182,7 @@ MUTANTS += [
     Mutant(
         "cache-shards-checked-at-the-store",
         "train.sh's start-up check asks the store for every shard's size (a HEAD each), those the cache holds too",
-        function="ShardDataset.check_served_shards",
+        function="ShardDataset.check_shards",
         edits=(("held = self.cache.holds if self.cache is not None else None", "held = None"),),
         **WEBDATASET,
         only_test=SECOND_RUN_TEST,
