@@ -88,11 +88,11 @@ MUTANTS += [
     Mutant(
         "cache-corrupt-entry-kept",
         "a cache entry that fails its digest is read from the server for this epoch but stays in the cache",
-        function="ShardCache.samples",
+        function="ShardDataset.cached_samples",
         edits=(
-            ("self.drop(self.shard_entry(shard))\n", "pass\n"),
+            ("self.cache.drop(self.cache.shard_entry(shard))\n", "pass\n"),
             (
-                "data, cached = self.fetch(reader, shard, first, end)",
+                "data, cached = self.fetch_cached(reader, shard, first, end)",
                 "data, cached = fetch_run(reader, shard, self.index, first, end)[1], False",
             ),
         ),
@@ -102,7 +102,7 @@ MUTANTS += [
     Mutant(
         "cache-corrupt-entry-fatal",
         "a cache entry that fails its digest ends the run (as if the server's bytes were bad) instead of being fetched again",
-        function="ShardCache.fetch",
+        function="ShardDataset.fetch_cached",
         edits=(("return data, True", "return data, False"),),
         **WEBDATASET,
         only_test=f"{CACHE_TEST}::test_a_corrupt_entry_is_dropped_and_fetched_again_never_used",
@@ -148,11 +148,11 @@ MUTANTS += [
     Mutant(
         "cache-index-not-kept",
         "the node-local cache keeps the shards but not the sample index: every rank of every run downloads it again",
-        function="open_cached",
+        function="ShardDataset.read_index",
         edits=(
             (
-                "index = read_sample_index(location, manifest, reading.retry_seconds, cache.kept)",
-                "index = read_sample_index(location, manifest, reading.retry_seconds)",
+                "            if self.cache is None:\n                raw = fetch()",
+                "            if True:\n                raw = fetch()",
             ),
         ),
         **WEBDATASET,
@@ -182,7 +182,7 @@ MUTANTS += [
     Mutant(
         "cache-shards-checked-at-the-store",
         "train.sh's start-up check asks the store for every shard's size (a HEAD each), those the cache holds too",
-        function="ShardDataset.check_served_shards",
+        function="ShardDataset.check_shards",
         edits=(("held = self.cache.holds if self.cache is not None else None", "held = None"),),
         **WEBDATASET,
         only_test=SECOND_RUN_TEST,
@@ -190,12 +190,11 @@ MUTANTS += [
     Mutant(
         "cache-consulted-after-the-request",
         "each run is asked of the server first and the node-local cache consulted after: a full cache saves no request",
-        function="ShardCache.fetch",
+        function="ShardDataset.fetch_cached",
         edits=(
             (
-                "        data = read_part(path, start, stop)\n        if data is None and self.fits",
-                "        fetch_run(reader, shard, self.index, first, end)\n"
-                "        data = read_part(path, start, stop)\n        if data is None and self.fits",
+                "        data = self.cache.read(",
+                "        fetch_run(reader, shard, self.index, first, end)\n        data = self.cache.read(",
             ),
         ),
         **WEBDATASET,
@@ -205,7 +204,7 @@ MUTANTS += [
         "cache-ignores-in-place-keys",
         "the node-local cache checks a run's samples against storage positions, not the keys of shards indexed in "
         "place: their data fails through a cache though it reads from the folder or the server",
-        function="ShardCache.samples",
+        function="ShardDataset.cached_samples",
         edits=(
             (
                 'server again; bytes from the server that fail end the run."""\n',
