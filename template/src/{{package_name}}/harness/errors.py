@@ -108,7 +108,7 @@ def worker_killed(err: BaseException, wait_s: float = WORKER_DEATH_WAIT_S) -> st
     what it was raised from) is torch's report of it, or an error of the loader's socket to a child
     of this process that a signal killed; None for any other error."""
     for seen in raised_from(err):
-        if (words := reported_death(seen)) is not None:
+        if (words := reported_death(seen) or checked_death(seen)) is not None:
             return words
     if raised_in_the_loader(err):
         try:
@@ -132,6 +132,27 @@ def reported_death(err: BaseException) -> str | None:
         return None
     pid, text = found.groups()
     return killed_words(int(pid), SIGNAL_BY_TEXT.get(text), text)
+
+
+# torch's other report: when the loader's wait for a batch ends before its SIGCHLD handler runs (a
+# 5-s timeout, or the dead worker's socket's error), it checks its workers itself (is_alive, which
+# reaps the dead one, so the handler then finds nothing) and raises this; each dead worker, with its
+# exit code (minus the signal's number), is on its list `failed_workers` in the frame that raised it.
+WORKER_EXITED = re.compile(r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly")
+
+
+def checked_death(err: BaseException) -> str | None:
+    """torch's report of a DataLoader worker found dead by its own check, in words when a signal
+    killed it; None for any other error."""
+    if not (isinstance(err, RuntimeError) and WORKER_EXITED.search(str(err))):
+        return None
+    for frame, _ in traceback.walk_tb(err.__traceback__):
+        for worker in frame.f_locals.get("failed_workers", ()):
+            code = getattr(worker, "exitcode", None)
+            if code is not None and code < 0:
+                number = signal.Signals(-code) if -code in signal.valid_signals() else None
+                return killed_words(worker.pid, number, str(-code))
+    return None
 
 
 def raised_from(err: BaseException) -> Iterator[BaseException]:
