@@ -12,6 +12,9 @@ FORKED = "tests/test_launch.py::test_a_rank_forked_from_the_launcher_starts_as_a
 CHECKPOINTS = "tests/test_recipe.py::test_an_unreadable_newest_checkpoint_is_passed_over_and_a_full_disk_is_one_error_naming_the_fix"
 KILLED = "tests/test_launch.py::test_a_killed_rank_is_named_in_one_line_and_the_others_stop_without_a_traceback"
 WORKER_KILLED = "tests/test_launch.py::test_a_killed_dataloader_worker_is_named_by_its_signal_and_fix_and_restarted"
+KILLED_IN_THE_STEP = (
+    "tests/test_launch.py::test_a_worker_killed_while_its_rank_steps_is_named_even_when_the_step_wraps_the_error"
+)
 # The workers' excepthook (errors.quiet_when_the_rank_dies): the loader installs it, and what it hides.
 HOOKED = "tests/test_launch.py::test_the_loaders_workers_run_with_the_hook_that_is_quiet_when_their_rank_dies"
 QUIET = "tests/test_launch.py::test_a_worker_says_nothing_when_its_rank_dies_while_it_hands_over_a_batch"
@@ -291,11 +294,30 @@ MUTANTS = [
     ),
     Mutant(
         "killed-worker-signal-unread",
-        "only the error torch raises last is read, which names no signal: a killed worker's rank ends with a traceback",
+        "only the error raised last is read: torch's report of a killed worker that the step wrapped in its own "
+        "error (raise ... from err, as a recipe's error handling may) ends the rank with a traceback",
         function="worker_killed",
         edits=(("    for seen in raised_from(err):", "    for seen in (err,):"),),
         **LAUNCH_ONLY,
-        only_test=WORKER_KILLED,
+        only_test=KILLED_IN_THE_STEP,
+    ),
+    Mutant(
+        "killed-worker-handlers-report-unread",
+        "torch's SIGCHLD handler's report, which names the signal and is raised alone where the rank runs "
+        "outside its loader (its step), is not read: the rank ends with a traceback",
+        function="worker_killed",
+        edits=(("(words := reported_death(seen) or checked_death(seen))", "(words := checked_death(seen))"),),
+        **LAUNCH_ONLY,
+        only_test=KILLED_IN_THE_STEP,
+    ),
+    Mutant(
+        "killed-worker-checked-death-unread",
+        "torch's report after its own check reaped the worker ('exited unexpectedly', its SIGCHLD handler not yet "
+        "run, as on busy cores) is not read: the rank ends with a traceback (seen in a CI run beside two suites)",
+        function="worker_killed",
+        edits=(("(words := reported_death(seen) or checked_death(seen))", "(words := reported_death(seen))"),),
+        **LAUNCH_ONLY,
+        only_test="tests/test_launch.py::test_a_worker_that_torchs_own_check_finds_dead_is_named_by_its_signal",
     ),
     Mutant(
         "killed-worker-socket-error-unread",
