@@ -119,8 +119,7 @@ def worker_killed(err: BaseException, wait_s: float = WORKER_DEATH_WAIT_S) -> st
             return words
         if killed is not None:
             pid, status = killed
-            number = signal.Signals(status) if status in signal.valid_signals() else None
-            return killed_words(pid, number, str(status))
+            return killed_words(pid, status, str(status))
     return None
 
 
@@ -150,8 +149,7 @@ def checked_death(err: BaseException) -> str | None:
         for worker in frame.f_locals.get("failed_workers", ()):
             code = getattr(worker, "exitcode", None)
             if code is not None and code < 0:
-                number = signal.Signals(-code) if -code in signal.valid_signals() else None
-                return killed_words(worker.pid, number, str(-code))
+                return killed_words(worker.pid, -code, str(-code))
     return None
 
 
@@ -163,8 +161,11 @@ def raised_from(err: BaseException) -> Iterator[BaseException]:
         seen = seen.__cause__ or seen.__context__
 
 
-def killed_words(pid: int, number: signal.Signals | None, text: str) -> str:
-    name = number.name if number is not None else f"a signal ({text})"
+def killed_words(pid: int, number: int | None, text: str) -> str:
+    """report_ending's words of worker `pid` killed by signal `number` (None: not known by its number),
+    or by what `text` says of it."""
+    known = signal.Signals(number) if number in signal.valid_signals() else None
+    name = known.name if known is not None else f"a signal ({text})"
     words = f"ended: its DataLoader worker (pid {pid}) was killed by {name}"
     if number == signal.SIGKILL:
         oom = "most often by the kernel's out-of-memory killer (see dmesg)"
