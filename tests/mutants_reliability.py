@@ -320,6 +320,29 @@ MUTANTS = [
         only_test="tests/test_launch.py::test_a_worker_that_torchs_own_check_finds_dead_is_named_by_its_signal",
     ),
     Mutant(
+        "killed-worker-first-worker-named",
+        "torch's check's report is read from the loader's first worker, not from its list of the dead: a rank "
+        "whose second worker was killed names the first (or nothing, the first alive)",
+        function="checked_death",
+        edits=(
+            (
+                '        for worker in frame.f_locals.get("failed_workers", ()):',
+                '        for worker in getattr(frame.f_locals.get("self"), "_workers", ())[:1]:',
+            ),
+        ),
+        **LAUNCH_ONLY,
+        only_test="tests/test_launch.py::test_a_worker_that_torchs_own_check_finds_dead_is_named_by_its_signal",
+    ),
+    Mutant(
+        "killed-worker-oom-fix-for-every-signal",
+        "a worker killed by any signal is told the out-of-memory fix (fewer --num-workers, a smaller --batch-size), "
+        "which only SIGKILL, the out-of-memory killer's, calls for",
+        function="killed_words",
+        edits=(("    if number == signal.SIGKILL:", "    if True:"),),
+        **LAUNCH_ONLY,
+        only_test="tests/test_launch.py::test_a_worker_that_torchs_own_check_finds_dead_is_named_by_its_signal",
+    ),
+    Mutant(
         "killed-worker-socket-error-unread",
         "a DataLoader worker killed while it hands over a batch (its socket's error comes before torch sees the "
         "death) is not recognised: the rank ends with a ConnectionResetError traceback",
